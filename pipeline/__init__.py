@@ -1,0 +1,1 @@
+"""Library of the TNCSE/JTCSE reproduction pipeline: data, translation, models, training, evaluation."""

@@ -1,0 +1,135 @@
+"""The download stage's work: corpus, STS benchmarks and backbone weights, from mirror or source.
+
+Layout written under `data/`:
+  raw/corpus.txt      Wiki1M (first `data.wiki.limit` lines) + unlabelled SICK sentences, deduplicated
+  raw/senteval/       SentEval-processed STS12–16, STS-B and SICK (the layout of `senteval.tar`)
+  raw/original/       the benchmarks as originally released (mirror only, for local MTEB tasks)
+  backbone/           the backbone, Hugging Face format (safetensors + tokenizer)
+  uc/                 the existing unsupervised checkpoint of the UC ensemble
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+
+from pipeline.config import Params
+from pipeline.data.readers import read_sick
+from pipeline.data.sources import Mirror, atomic_directory, fetch_backbone, fetch_hub_file, write_text_atomic
+from pipeline.errors import PipelineError
+
+log = logging.getLogger(__name__)
+
+WIKI_FULL = "wiki1m/wiki1m_for_simcse.txt"
+WIKI_SAMPLE = "wiki1m/wiki1m_for_simcse.head.txt"
+SICK_UNLABELLED = ("SICK_train.txt", "SICK_trial.txt")
+
+
+@dataclass
+class DownloadSummary:
+    wiki_sentences: int
+    sick_sentences: int
+    corpus_sentences: int
+    senteval_files: int
+    source: str
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(1 for _ in handle)
+
+
+def _wiki_file(params: Params, mirror: Mirror | None, scratch: Path) -> Path:
+    """The Wiki1M file to read `limit` lines from: the mirror's full file or sample, or the hub's."""
+    limit = params.data.wiki.limit
+    if mirror is None:
+        return fetch_hub_file(params.data.wiki.repo_id, params.data.wiki.filename, scratch / "wiki1m.txt", params.data.hub_endpoint)
+    if mirror.has(WIKI_FULL):
+        return mirror.file(WIKI_FULL)
+    sample = mirror.file(WIKI_SAMPLE)
+    available = _count_lines(sample)
+    if limit is None or limit > available:
+        raise PipelineError(
+            f"data.wiki.limit={limit}: the mirror {mirror.root} holds only the first {available} lines of Wiki1M "
+            f"({WIKI_SAMPLE}); set data.wiki.limit to at most {available}, add the full {WIKI_FULL} to the mirror, "
+            "or set data.mirror: null to download it"
+        )
+    return sample
+
+
+def _read_wiki(path: Path, limit: int | None) -> list[str]:
+    with path.open(encoding="utf-8") as handle:
+        lines = [line.rstrip("\r\n") for line in islice(handle, limit)]
+    return [line for line in lines if line.strip()]
+
+
+def _fetch_senteval(params: Params, mirror: Mirror | None, destination: Path, scratch: Path) -> int:
+    if mirror is not None:
+        return mirror.copy_tree("senteval", destination)
+    archive = fetch_hub_file(
+        params.data.senteval_repo_id, params.data.senteval_filename, scratch / "senteval.tar", params.data.hub_endpoint
+    )
+    extracted = scratch / "senteval"
+    with tarfile.open(archive) as tar:
+        tar.extractall(extracted, filter="data")  # the 'data' filter refuses links and paths outside
+    roots = [path.parent for path in extracted.rglob("STS12-en-test") if path.parent.name == "STS"]
+    if not roots:
+        raise PipelineError(f"{params.data.senteval_filename} has no STS/STS12-en-test folder; is it SimCSE's senteval.tar?")
+    downstream = roots[0].parent
+    count = 0
+    with atomic_directory(destination) as temporary:
+        for folder in ("STS", "SICK"):
+            shutil.copytree(downstream / folder, temporary / folder)
+            count += sum(1 for path in (temporary / folder).rglob("*") if path.is_file())
+    return count
+
+
+def build_corpus(wiki: list[str], sick: list[str]) -> list[str]:
+    """Wiki1M then the SICK sentences, each sentence once, in first-seen order."""
+    return list(dict.fromkeys(wiki + sick))
+
+
+def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
+    mirror = None
+    if params.data.mirror is not None:
+        mirror_root = Path(params.data.mirror)
+        if not mirror_root.is_dir():
+            raise PipelineError(
+                f"data.mirror={params.data.mirror!r} is not a folder; point it at a mirror laid out like "
+                "../shared/data, or set data.mirror: null to download from the canonical sources"
+            )
+        mirror = Mirror(mirror_root)
+    raw = data_root / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=raw) as scratch_name:
+        scratch = Path(scratch_name)
+        wiki = _read_wiki(_wiki_file(params, mirror, scratch), params.data.wiki.limit)
+        senteval_files = _fetch_senteval(params, mirror, raw / "senteval", scratch)
+    if mirror is not None and mirror.has("raw"):
+        mirror.copy_tree("raw", raw / "original")
+    else:  # the canonical sources hold only the SentEval-processed form; say so instead of leaving a gap
+        write_text_atomic(raw / "original" / "SOURCE.txt", "no original-release benchmarks: they come only from a mirror\n")
+
+    sick: list[str] = []
+    if params.data.add_sick:
+        for name in SICK_UNLABELLED:
+            for pair in read_sick(raw / "senteval" / "SICK" / name):
+                sick += [pair.sentence1, pair.sentence2]
+    corpus = build_corpus(wiki, sick)
+    write_text_atomic(raw / "corpus.txt", "".join(f"{sentence}\n" for sentence in corpus))
+
+    endpoint = params.data.hub_endpoint
+    origin = fetch_backbone(params.backbone.source, data_root / "backbone", params.backbone.revision, endpoint)
+    fetch_backbone(params.backbone.uc_source, data_root / "uc", params.backbone.revision, endpoint)
+    return DownloadSummary(
+        wiki_sentences=len(wiki),
+        sick_sentences=len(set(sick)),
+        corpus_sentences=len(corpus),
+        senteval_files=senteval_files,
+        source=f"mirror {mirror.root}" if mirror else "canonical sources",
+    )

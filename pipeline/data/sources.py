@@ -1,0 +1,172 @@
+"""Where the inputs come from: a local mirror folder, the Hugging Face hub, or an installed package.
+
+Every fetch ends in an atomic write (temp file, then rename) so a killed download leaves nothing
+half-written, and a file that cannot be had raises one `PipelineError` that names it and the two
+ways out (a mirror, or a machine that reaches the source).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from pipeline.errors import PipelineError
+
+PACKAGE_PREFIX = "package:"
+
+
+@contextmanager
+def atomic_path(destination: Path) -> Iterator[Path]:
+    """Yield a temporary path beside `destination`; rename it into place only on success."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{destination.name}.", dir=destination.parent)
+    os.close(handle)
+    temporary_path = Path(temporary)
+    try:
+        yield temporary_path
+        os.replace(temporary_path, destination)
+    finally:
+        temporary_path.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_directory(destination: Path) -> Iterator[Path]:
+    """Yield a temporary folder beside `destination`; swap it into place only on success."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
+    try:
+        yield temporary
+        if destination.exists():
+            shutil.rmtree(destination)
+        os.replace(temporary, destination)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Mirror:
+    """A local folder laid out like ../shared/data, with a SHA256SUMS file listing its files."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.checksums = self._read_checksums(root / "SHA256SUMS")
+
+    @staticmethod
+    def _read_checksums(path: Path) -> dict[str, str]:
+        if not path.is_file():
+            return {}
+        checksums = {}
+        for line in path.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                digest, name = line.split(maxsplit=1)
+                checksums[name.strip().removeprefix("./")] = digest
+        return checksums
+
+    def file(self, relative: str) -> Path:
+        """The mirrored file, verified against SHA256SUMS when the mirror lists it."""
+        path = self.root / relative
+        if not path.is_file():
+            raise PipelineError(f"mirror {self.root} has no {relative}; complete the mirror or set data.mirror: null")
+        expected = self.checksums.get(relative)
+        if expected and sha256_of(path) != expected:
+            raise PipelineError(f"{path} does not match its checksum in {self.root / 'SHA256SUMS'}; re-copy the mirror")
+        return path
+
+    def has(self, relative: str) -> bool:
+        return (self.root / relative).exists()
+
+    def copy_tree(self, relative: str, destination: Path) -> int:
+        """Copy a mirrored folder (each listed file checksum-verified); returns the file count."""
+        source = self.root / relative
+        if not source.is_dir():
+            raise PipelineError(f"mirror {self.root} has no folder {relative}; complete the mirror or set data.mirror: null")
+        count = 0
+        with atomic_directory(destination) as temporary:
+            for path in sorted(source.rglob("*")):
+                if path.is_file():
+                    target = temporary / path.relative_to(source)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(self.file(str(path.relative_to(self.root))), target)
+                    count += 1
+        return count
+
+
+def unreachable(what: str, where: str, reason: object) -> PipelineError:
+    return PipelineError(
+        f"could not fetch {what} from {where} ({str(reason).splitlines()[0] if str(reason) else type(reason).__name__}); "
+        "either set data.mirror to a local mirror folder laid out like ../shared/data, "
+        "or run where that source is reachable"
+    )
+
+
+def fetch_hub_file(repo_id: str, filename: str, destination: Path, endpoint: str | None, repo_type: str = "dataset") -> Path:
+    """Download one file of a hub repository to `destination` (atomically)."""
+    from huggingface_hub import hf_hub_download, hf_hub_url
+
+    url = hf_hub_url(repo_id, filename, repo_type=repo_type, endpoint=endpoint)
+    with tempfile.TemporaryDirectory(dir=destination.parent if destination.parent.exists() else None) as scratch:
+        try:
+            downloaded = hf_hub_download(
+                repo_id, filename, repo_type=repo_type, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
+            )
+        except Exception as error:  # network, HTTP and offline-mode errors all mean "not reachable"
+            raise unreachable(filename, url, error) from None
+        with atomic_path(destination) as temporary:
+            shutil.move(downloaded, temporary)
+    return destination
+
+
+def package_model_dir(source: str) -> Path:
+    """The model folder shipped inside an installed Python package (`package:<module>`)."""
+    module_name = source.removeprefix(PACKAGE_PREFIX)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise PipelineError(
+            f"backbone source '{source}': Python package '{module_name}' is not installed; "
+            f"pip install {module_name.replace('_', '-')}"
+        ) from None
+    locate = getattr(module, "get_model_path", None)
+    folder = Path(locate()) if locate else Path(module.__file__).parent / "model"
+    if not (folder / "config.json").is_file():
+        raise PipelineError(f"backbone source '{source}': no Hugging Face model folder found in the package at {folder}")
+    return folder
+
+
+def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None) -> str:
+    """Save a backbone (weights + tokenizer, safetensors) in Hugging Face format; returns its origin."""
+    from transformers import AutoModel, AutoTokenizer
+
+    if source.startswith(PACKAGE_PREFIX):
+        location, options = str(package_model_dir(source)), {}
+    else:
+        location, options = source, {"revision": revision}
+        if endpoint:
+            os.environ["HF_ENDPOINT"] = endpoint
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location, **options)
+        model = AutoModel.from_pretrained(location, add_pooling_layer=True, use_safetensors=True, **options)
+    except OSError as error:
+        raise unreachable(f"backbone '{source}'", endpoint or "the Hugging Face hub", error) from None
+    with atomic_directory(destination) as temporary:
+        model.save_pretrained(temporary, safe_serialization=True)
+        tokenizer.save_pretrained(temporary)
+    return location

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install everything the pipeline needs on a fresh Debian machine: Apertium (offline round-trip
+# translation for the tiny preset) and a virtual environment .venv with the project and its tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apertium_packages="apertium apertium-eng-spa apertium-eng-cat"
+if ! dpkg -s $apertium_packages >/dev/null 2>&1; then
+  sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apertium_packages >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch first, pinned to the CPU build these machines carry; the rest resolve around it
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[test]"
+echo "setup done: activate with '. .venv/bin/activate'"

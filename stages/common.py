@@ -1,0 +1,46 @@
+"""What every stage shares: loading params, one-line errors with exit code 2, the summary line."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+from pathlib import Path
+from typing import Callable
+
+import typer
+
+from pipeline.config import Params, load_params
+from pipeline.errors import PipelineError
+
+EXIT_USER_ERROR = 2
+
+ParamsOption = typer.Option(Path("params.yaml"), "--params", help="the composed settings file")
+
+
+def stage(function: Callable) -> Callable:
+    """Wrap a stage command: a PipelineError becomes one line on stderr and exit code 2."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        try:
+            return function(*args, **kwargs)
+        except PipelineError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(EXIT_USER_ERROR) from None
+
+    return wrapper
+
+
+def params_from(path: Path) -> Params:
+    return load_params(path)
+
+
+def summary(stage_name: str, text: str) -> None:
+    """The one line a stage prints when it is done."""
+    typer.echo(f"[{stage_name}] {text}")
+
+
+def not_implemented(stage_name: str, issue: int) -> None:
+    raise PipelineError(f"stage '{stage_name}' is not implemented yet (tracked in issue {issue})")

@@ -1,0 +1,27 @@
+"""Fetch the corpus, the STS benchmarks and the backbone weights.
+
+Reads the data and backbone settings; from the mirror folder (data.mirror) when set, else from the
+canonical sources (Hugging Face hub). Writes data/raw/corpus.txt, data/raw/senteval/,
+data/raw/original/ (mirror only), data/backbone/ and data/uc/.
+"""
+
+import time
+from pathlib import Path
+
+from pipeline.data.download import download
+from stages.common import ParamsOption, params_from, stage, summary
+
+NAME = "download"
+
+
+@stage
+def command(params: Path = ParamsOption) -> None:
+    settings = params_from(params)
+    started = time.perf_counter()
+    result = download(settings)
+    summary(
+        NAME,
+        f"corpus {result.corpus_sentences} sentences (wiki {result.wiki_sentences} + SICK {result.sick_sentences}, "
+        f"deduplicated), {result.senteval_files} benchmark files, backbone '{settings.backbone.source}' "
+        f"from {result.source} in {time.perf_counter() - started:.1f}s",
+    )

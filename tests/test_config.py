@@ -1,0 +1,88 @@
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from pipeline.config import load_params, parse_params
+from pipeline.errors import PipelineError
+
+from conftest import REPO_ROOT
+
+
+def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
+    params = parse_params(tiny_params_dict)
+    assert params.scale == "tiny"
+    assert params.backbone.name == "minilm"
+    assert params.rtt.backend == "apertium"
+    assert set(params.towers) == {"I", "II"}
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda p: p.update(no_such_key=1), "unknown setting 'no_such_key'"),
+        (lambda p: p["data"]["wiki"].update(limit=-5), "data.wiki.limit=-5"),
+        (lambda p: p["data"]["wiki"].update(limit="many"), "data.wiki.limit='many'"),
+        (lambda p: p["train"].update(cael=4), "train.cael=4 does not divide the 6 encoder layers"),
+        (lambda p: p["rtt"].update(backend="bing"), "rtt.backend='bing'"),
+        (lambda p: p["train"].update(losses=["nce", "magic"]), "train.losses.1='magic'"),
+        (lambda p: p["pretrain"].update(rtt_as="both"), "pretrain.rtt_as='both'"),
+    ],
+)
+def test_bad_values_give_one_line_naming_key_and_value(tiny_params_dict, edit, expected):
+    edit(tiny_params_dict)
+    with pytest.raises(PipelineError) as caught:
+        parse_params(tiny_params_dict)
+    message = str(caught.value)
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_cael_allowed_values_are_listed(tiny_params_dict):
+    tiny_params_dict["train"]["cael"] = 5
+    with pytest.raises(PipelineError, match="allowed: 0, 1, 2, 3, 6"):
+        parse_params(tiny_params_dict)
+    for cael in (0, 1, 2, 3, 6):
+        tiny_params_dict["train"]["cael"] = cael
+        assert parse_params(tiny_params_dict).train.cael == cael
+
+
+def test_missing_params_file_is_a_clear_error(tmp_path):
+    with pytest.raises(PipelineError, match="not found"):
+        load_params(tmp_path / "params.yaml")
+
+
+def test_stage_refuses_bad_value_with_exit_2_and_no_traceback(tmp_path, tiny_params_dict):
+    tiny_params_dict["data"]["wiki"]["limit"] = -1
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(tiny_params_dict))
+    result = subprocess.run(
+        [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: invalid params: data.wiki.limit=-1: Input should be greater than or equal to 1"
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_hydra_composition_matches_committed_params(tiny_params_dict):
+    """The committed params.yaml is exactly conf/ composed with the default groups."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+        composed = OmegaConf.to_container(compose(config_name="config"), resolve=True)
+        paper_bert = OmegaConf.to_container(
+            compose(config_name="config", overrides=["scale=paper", "backbone=bert"]), resolve=True
+        )
+    committed = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    assert composed == committed
+    paper = parse_params(paper_bert)
+    assert (paper.scale, paper.rtt.backend, paper.backbone.num_layers) == ("paper", "google", 12)
+    assert (paper.towers["I"].lang, paper.towers["II"].lang) == ("fr", "ru")
+    assert paper.data.mirror is None and paper.data.wiki.limit is None

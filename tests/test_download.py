@@ -1,0 +1,123 @@
+import io
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+import yaml
+
+from pipeline.config import parse_params
+from pipeline.data.download import build_corpus, download
+from pipeline.data.sources import Mirror, atomic_path
+from pipeline.errors import PipelineError
+
+from conftest import REPO_ROOT
+from hub_standin import hub_standin
+
+WIKI_URL_PATH = "datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
+SENTEVAL_URL_PATH = "datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
+
+
+def _wiki_head(mirror, lines):
+    with (mirror / "wiki1m" / "wiki1m_for_simcse.head.txt").open(encoding="utf-8") as handle:
+        return [next(handle).rstrip("\n") for _ in range(lines)]
+
+
+def test_build_corpus_deduplicates_in_first_seen_order():
+    assert build_corpus(["a", "b", "a"], ["c", "b", "d"]) == ["a", "b", "c", "d"]
+
+
+def test_download_from_mirror(tmp_path, mirror, tiny_params_dict):
+    tiny_params_dict["data"]["wiki"]["limit"] = 300
+    summary = download(parse_params(tiny_params_dict), tmp_path)
+
+    corpus = (tmp_path / "raw" / "corpus.txt").read_text(encoding="utf-8").splitlines()
+    assert corpus[:300] == list(dict.fromkeys(_wiki_head(mirror, 300)))[:300]
+    assert len(corpus) == len(set(corpus)) == summary.corpus_sentences
+    assert summary.wiki_sentences == 300
+    assert summary.sick_sentences > 1000  # SICK train + trial sentences, unlabelled
+    assert "A group of kids is playing in a yard and an old man is standing in the background" in corpus
+    assert (tmp_path / "raw" / "senteval" / "STS" / "STS12-en-test" / "STS.input.MSRpar.txt").is_file()
+    assert (tmp_path / "raw" / "senteval" / "SICK" / "SICK_test_annotated.txt").is_file()
+    assert (tmp_path / "raw" / "original" / "STSBenchmark").is_dir()
+
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(tmp_path / "backbone")
+    assert model.pooler is not None and model.config.num_hidden_layers == 6
+    assert (tmp_path / "backbone" / "model.safetensors").is_file()
+    assert AutoTokenizer.from_pretrained(tmp_path / "backbone")("a test")["input_ids"][0] == 101
+
+
+def test_download_without_sick(tmp_path, tiny_params_dict):
+    tiny_params_dict["data"]["wiki"]["limit"] = 50
+    tiny_params_dict["data"]["add_sick"] = False
+    summary = download(parse_params(tiny_params_dict), tmp_path)
+    assert summary.sick_sentences == 0
+    assert len((tmp_path / "raw" / "corpus.txt").read_text().splitlines()) == summary.corpus_sentences <= 50
+
+
+def test_limit_beyond_the_mirror_sample_is_refused(tmp_path, tiny_params_dict):
+    tiny_params_dict["data"]["wiki"]["limit"] = None
+    with pytest.raises(PipelineError, match="holds only the first 11913 lines"):
+        download(parse_params(tiny_params_dict), tmp_path)
+    assert not (tmp_path / "raw" / "corpus.txt").exists()
+
+
+def _senteval_tar(mirror) -> bytes:
+    """senteval.tar as SimCSE releases it: the SentEval tree under downstream/."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for folder in ("STS", "SICK"):
+            tar.add(mirror / "senteval" / folder, arcname=f"downstream/{folder}")
+    return buffer.getvalue()
+
+
+def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirror, tiny_params_dict):
+    wiki = "\n".join(_wiki_head(mirror, 40)) + "\n"
+    files = {WIKI_URL_PATH: wiki.encode(), SENTEVAL_URL_PATH: _senteval_tar(mirror)}
+    tiny_params_dict["data"].update(mirror=None, add_sick=False)
+    tiny_params_dict["data"]["wiki"]["limit"] = 25
+    with hub_standin(files) as (endpoint, requested):
+        tiny_params_dict["data"]["hub_endpoint"] = endpoint
+        summary = download(parse_params(tiny_params_dict), tmp_path)
+    assert f"GET {WIKI_URL_PATH}" in requested and f"GET {SENTEVAL_URL_PATH}" in requested
+    assert summary.source == "canonical sources"
+    assert (tmp_path / "raw" / "corpus.txt").read_text().splitlines() == list(dict.fromkeys(wiki.splitlines()[:25]))
+    assert (tmp_path / "raw" / "senteval" / "STS" / "STSBenchmark" / "sts-test.csv").is_file()
+    assert "only from a mirror" in (tmp_path / "raw" / "original" / "SOURCE.txt").read_text()
+
+
+def test_offline_without_mirror_fails_with_one_clear_line(tmp_path, tiny_params_dict):
+    tiny_params_dict["data"]["mirror"] = None
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(tiny_params_dict))
+    result = subprocess.run(
+        [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "wiki1m_for_simcse.txt" in line and "data.mirror" in line and "reachable" in line
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data" / "raw" / "corpus.txt").exists()
+
+
+def test_mirror_file_with_wrong_checksum_is_refused(tmp_path):
+    (tmp_path / "a.txt").write_text("changed\n")
+    (tmp_path / "SHA256SUMS").write_text("# sums\n" + "0" * 64 + "  ./a.txt\n")
+    with pytest.raises(PipelineError, match="does not match its checksum"):
+        Mirror(tmp_path).file("a.txt")
+    with pytest.raises(PipelineError, match="has no b.txt"):
+        Mirror(tmp_path).file("b.txt")
+
+
+def test_atomic_path_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as temporary:
+            temporary.write_text("half")
+            raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []
