@@ -222,12 +222,14 @@ def train(
     seed: int,
     dev_score: Callable[[nn.Module], float] | None = None,
     description: str = "train",
+    fingerprint: str = "",
 ) -> TrainingResult:
     """Train `task.model` on `examples` (tuples of texts, one per column) and save the best model.
 
     `dev_score(model)` (STS-B dev Spearman) runs every `settings.eval_every` steps and at the end;
     the best-scoring weights are what `task.save` writes to `output_dir`. Without `dev_score` the
-    final weights are saved.
+    final weights are saved. Checkpoints record `fingerprint` (the settings and inputs that
+    define the run); one written under another fingerprint is discarded instead of resumed.
     """
     seed_everything(seed)
     token_ids = tokenize_columns(tokenizer, examples, settings.max_length)
@@ -255,7 +257,14 @@ def train(
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     best_dir = checkpoint_dir / "best"
     latest = _latest_checkpoint(checkpoint_dir)
-    if latest is not None:
+    if latest is not None and json.loads((latest / "state.json").read_text()).get("fingerprint") != fingerprint:
+        log.info("%s: checkpoints in %s belong to other settings; starting over", description, checkpoint_dir)
+        shutil.rmtree(checkpoint_dir)
+        checkpoint_dir.mkdir(parents=True)
+        latest = None
+    if latest is None:
+        shutil.rmtree(best_dir, ignore_errors=True)  # a best model of no checkpointed run
+    else:
         state = _load_checkpoint(latest, model, optimizer, scheduler)
         step, best_dev, best_step, history = state["step"], state["best_dev"], state["best_step"], state["history"]
         resumed_from = step
@@ -320,7 +329,8 @@ def train(
             if step % settings.eval_every == 0 and step < total_steps:
                 evaluate_and_keep_best()
             if step % settings.save_every == 0 and context.is_main:
-                state = {"step": step, "best_dev": best_dev, "best_step": best_step, "history": history}
+                state = {"step": step, "best_dev": best_dev, "best_step": best_step, "history": history,
+                         "fingerprint": fingerprint}
                 _save_checkpoint(checkpoint_dir, step, model, optimizer, scheduler, state)
     progress.close()
     elapsed = time.perf_counter() - started

@@ -1,15 +1,29 @@
 """Twin-tower training: TNCSE (train.cael = 0) or JTCSE (train.cael > 0).
 
-Reads data/models/pretrain/{I,II}/ and data/raw/corpus.txt; writes data/models/joint/{I,II}/ and a
-manifest saying how to combine them."""
+Reads data/models/pretrain/{I,II}/, data/raw/corpus.txt and STS-B dev (model selection); writes
+data/models/joint/{I,II}/ (Hugging Face format) with data/models/joint/twin.json saying how to
+combine them, resumable checkpoints in data/checkpoints/joint/ and reports/training/joint.{json,csv}.
+"""
 
 from pathlib import Path
 
-from stages.common import ParamsOption, not_implemented, stage
+from stages.common import ParamsOption, params_from, stage, summary, training_line
 
 NAME = "joint"
 
 
 @stage
 def command(params: Path = ParamsOption) -> None:
-    not_implemented(NAME, 5)
+    from transformers import AutoTokenizer
+
+    from pipeline import paths
+    from pipeline.data.readers import read_corpus
+    from pipeline.training_tasks import TwinTask, run_training
+
+    settings = params_from(params)
+    towers = (paths.pretrained_tower("I"), paths.pretrained_tower("II"))
+    examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
+    task = TwinTask(towers, AutoTokenizer.from_pretrained(towers[0]), settings.train, settings.seed)
+    result = run_training(NAME, task, examples, settings.train, settings.train.lr, paths.joint_model(), settings, towers)
+    method = f"JTCSE with {settings.train.cael} CAELs" if settings.train.cael else "TNCSE"
+    summary(NAME, f"{method}: {training_line(result, len(examples))}")

@@ -1,17 +1,37 @@
 """Unsupervised SimCSE pretraining of one tower on the corpus plus its round trips.
 
-Reads data/raw/corpus.txt, data/rtt/<tower>.txt, data/backbone/ and STS-B dev; writes
-data/models/pretrain/<tower>/ (Hugging Face format) and checkpoints in data/checkpoints/."""
+Reads data/raw/corpus.txt, data/rtt/<tower>.txt, data/backbone/ and STS-B dev (model selection);
+writes data/models/pretrain/<tower>/ (Hugging Face format + sentence-transformers config),
+resumable checkpoints in data/checkpoints/pretrain-<tower>/ and reports/training/pretrain-<tower>.{json,csv}.
+"""
 
 from pathlib import Path
 
 import typer
 
-from stages.common import ParamsOption, not_implemented, stage
+from stages.common import ParamsOption, params_from, stage, summary, tower_settings, training_line
 
 NAME = "pretrain"
 
 
 @stage
 def command(tower: str = typer.Option(..., help="tower name from params towers (I or II)"), params: Path = ParamsOption) -> None:
-    not_implemented(NAME, 5)
+    from transformers import AutoTokenizer
+
+    from pipeline import paths
+    from pipeline.data.readers import read_corpus
+    from pipeline.training_tasks import SimCSETask, gaussian_negatives, pretraining_examples, read_round_trips, run_training
+
+    settings = params_from(params)
+    lr = tower_settings(settings, tower).lr
+    corpus = read_corpus(paths.CORPUS)
+    examples = pretraining_examples(corpus, read_round_trips(paths.rtt_file(tower), len(corpus)), settings.pretrain.rtt_as)
+    pretrain = settings.pretrain
+    task = SimCSETask(
+        paths.BACKBONE, AutoTokenizer.from_pretrained(paths.BACKBONE), pretrain.dropout, pretrain.temperature,
+        gaussian_negatives(pretrain.gaussian, settings.seed), pretrain.max_length,
+    )
+    name = f"pretrain-{tower}"
+    result = run_training(name, task, examples, pretrain, lr, paths.pretrained_tower(tower), settings, [paths.BACKBONE])
+    summary(name, training_line(result, len(examples)))
+

@@ -1,0 +1,238 @@
+"""The three kinds of training the papers describe, as tasks for the one loop in `training.py`.
+
+- `SimCSETask` (pretrain@<tower>): unsupervised SimCSE on the corpus plus the tower's round trips;
+  the backbone's pooler layer (dense + tanh) is SimCSE's training MLP.
+- `TwinTask` (joint): the TNCSE objective (cael 0) or the JTCSE objective (cael > 0).
+- `DistillTask` (distill@<teacher>): a fresh backbone regressed by MSE onto a frozen ensemble.
+
+Each also knows how to embed sentences for model selection on STS-B dev (the inference embedding
+of the papers: last-layer [CLS], summed over towers for a twin) and how to save its result in
+Hugging Face format with a sentence-transformers CLS-pooling config beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from pipeline import losses, paths
+from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, TrainSettings
+from pipeline.data.sources import sha256_of
+from pipeline.errors import PipelineError
+from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_embedder, load_tasks, reported_score
+from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, load_backbone
+from pipeline.training import Batch, TrainingResult, run_context, train, write_training_report
+
+log = logging.getLogger(__name__)
+
+TWIN_MANIFEST = "twin.json"
+
+
+def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses.GaussianNegatives | None:
+    """GS-InfoNCE's noise when enabled (seeded), else None: plain InfoNCE."""
+    if not settings.enabled:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    return losses.GaussianNegatives(settings.count, settings.mean, settings.std, settings.weight, generator)
+
+
+def save_sentence_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, directory: Path, max_length: int) -> None:
+    """Hugging Face format (safetensors) plus the sentence-transformers modules for CLS pooling."""
+    model.save_pretrained(directory, safe_serialization=True)
+    tokenizer.save_pretrained(directory)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (directory / "modules.json").write_text(json.dumps(modules, indent=2))
+    (directory / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}))
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    pooling = {"word_embedding_dimension": model.config.hidden_size, "pooling_mode_cls_token": True,
+               "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
+               "pooling_mode_mean_sqrt_len_tokens": False}
+    (directory / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
+
+
+def model_embedder(embed, tokenizer: PreTrainedTokenizerBase, max_length: int, device: torch.device) -> Embedder:
+    """An `Embedder` over a model being trained: `embed(input_ids, attention_mask)` per batch."""
+
+    def embed_sentences(sentences: list[str]) -> torch.Tensor:
+        batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
+        return embed(batch["input_ids"], batch["attention_mask"])
+
+    return embed_sentences
+
+
+def stsb_dev_scorer(task, senteval_root: Path, tokenizer, max_length: int, device: torch.device,
+                    max_pairs: int | None, batch_size: int):
+    """model → Spearman × 100 on STS-B dev with the task's inference embedding (model selection)."""
+    dev = load_tasks(senteval_root, ["STSBenchmark"], max_pairs, split="dev")
+
+    def score(model: nn.Module) -> float:
+        embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
+        results = evaluate_embedder(embedder, dev, batch_size, description="STS-B dev")
+        return reported_score(results["STSBenchmark"])
+
+    return score
+
+
+class SimCSETask:
+    """Unsupervised SimCSE (SimCSE Eq. 4; GS-InfoNCE Eq. 2 when enabled) on one tower.
+
+    Examples are (sentence,) — encoded twice, the two dropout views are the positive pair — or
+    (sentence, round trip) — the round-trip translation is the positive (`pretrain.rtt_as: pairs`).
+    The loss reads the pooler output (SimCSE's MLP); evaluation drops it (`cls_before_pooler`).
+    """
+
+    def __init__(self, backbone: Path, tokenizer, dropout: float, temperature: float,
+                 gaussian: losses.GaussianNegatives | None, max_length: int):
+        self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")
+        self.tokenizer, self.temperature, self.gaussian, self.max_length = tokenizer, temperature, gaussian, max_length
+
+    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+        if len(batch) == 1:
+            ids, mask = batch[0]["input_ids"], batch[0]["attention_mask"]
+            views = model(ids.repeat_interleave(2, 0), mask.repeat_interleave(2, 0)).pooler_output
+            anchors, positives = views[0::2], views[1::2]
+        else:
+            anchors = model(batch[0]["input_ids"], batch[0]["attention_mask"]).pooler_output
+            positives = model(batch[1]["input_ids"], batch[1]["attention_mask"]).pooler_output
+        loss = losses.info_nce(gather_with_grad(anchors), gather_with_grad(positives), self.temperature, self.gaussian)
+        return {"loss": loss}
+
+    def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return model(input_ids, attention_mask).last_cls
+
+    def save(self, model: nn.Module, directory: Path) -> None:
+        save_sentence_model(model.model, self.tokenizer, directory, self.max_length)
+
+
+def read_round_trips(path: Path, corpus_lines: int) -> list[str]:
+    """The round trips of the rtt stage: one line per corpus line, empty where translation failed."""
+    if not path.is_file():
+        raise PipelineError(f"{path} not found; the rtt stage writes it (`dvc repro rtt`)")
+    lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+    if len(lines) != corpus_lines:
+        raise PipelineError(f"{path}: {len(lines)} lines but the corpus has {corpus_lines}; rerun `dvc repro -f rtt`")
+    return lines
+
+
+def pretraining_examples(corpus: Sequence[str], round_trips: Sequence[str], rtt_as: str) -> list[tuple[str, ...]]:
+    """SimCSE examples from the corpus and its aligned round trips (an empty line = failed translation).
+
+    pairs: (sentence, round trip), falling back to (sentence, sentence) — two dropout views — where
+    the translation failed; sentences: every corpus sentence and every distinct new round trip.
+    """
+    if rtt_as == "pairs":
+        return [(sentence, trip or sentence) for sentence, trip in zip(corpus, round_trips)]
+    extra = [trip for trip in dict.fromkeys(round_trips) if trip and trip not in set(corpus)]
+    return [(sentence,) for sentence in [*corpus, *extra]]
+
+
+class TwinTask:
+    """TNCSE (TNCSE Eq. 8) or JTCSE (JTCSE Eq. 15) on the two pretrained towers."""
+
+    def __init__(self, tower_dirs: tuple[Path, Path], tokenizer, settings: TrainSettings, seed: int):
+        self.model = TwinEncoder.from_pretrained(
+            str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.dropout
+        )
+        self.tokenizer, self.settings, self.seed = tokenizer, settings, seed
+        self.gaussian = gaussian_negatives(settings.gaussian, seed)
+
+    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+        out = model(batch[0]["input_ids"], batch[0]["attention_mask"]).gather()
+        # JTCSE's direction R is drawn per step from (seed, step): identical on every rank and after a resume
+        direction = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
+        objective = losses.twin_objective(
+            out, self.settings.losses, self.settings.temperature, self.settings.norm_factor, self.gaussian, direction
+        )
+        return {"loss": objective.total, **objective.terms}
+
+    def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return model.encode(input_ids, attention_mask)
+
+    def save(self, model: nn.Module, directory: Path) -> None:
+        for name, tower in zip(("I", "II"), model.towers):
+            (directory / name).mkdir(parents=True, exist_ok=True)
+            save_sentence_model(tower, self.tokenizer, directory / name, self.settings.max_length)
+        manifest = {
+            "towers": ["I", "II"],
+            "embedding": "h_I^L + h_II^L: the sum of the towers' last-layer [CLS] (no pooler)",
+            "pooler": "cls_before_pooler",
+            "weights": [1.0, 1.0],
+            "cael": self.settings.cael,
+            "losses": list(self.settings.losses),
+        }
+        (directory / TWIN_MANIFEST).write_text(json.dumps(manifest, indent=2))
+
+
+class FrozenEnsemble(nn.Module):
+    """A teacher: Σ_i w_i · last-layer [CLS] of each tower (a twin, or the UC ensemble of
+    `pipeline.evaluation.sts.uc_ensemble`), no dropout, no gradients."""
+
+    def __init__(self, towers: WeightedTowers):
+        super().__init__()
+        self.towers = nn.ModuleList(load_backbone(str(path)).eval().requires_grad_(False) for path, _ in towers)
+        self.weights = [weight for _, weight in towers]
+
+    @torch.no_grad()
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        cls = [tower(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0] for tower in self.towers]
+        return sum(weight * h for weight, h in zip(self.weights, cls))
+
+
+class DistillTask:
+    """`D` / `UC D`: MSE between a fresh student's [CLS] and the frozen teacher's embedding."""
+
+    def __init__(self, backbone: Path, teacher: FrozenEnsemble, tokenizer, dropout: float, max_length: int):
+        self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")
+        self.teacher, self.tokenizer, self.max_length = teacher, tokenizer, max_length
+
+    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+        ids, mask = batch[0]["input_ids"], batch[0]["attention_mask"]
+        self.teacher.to(ids.device)
+        target = self.teacher(ids, mask)
+        return {"loss": losses.distillation_loss(model(ids, mask).last_cls, target)}
+
+    def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return model(input_ids, attention_mask).last_cls
+
+    def save(self, model: nn.Module, directory: Path) -> None:
+        save_sentence_model(model.model, self.tokenizer, directory, self.max_length)
+
+
+def run_fingerprint(settings: OptimSettings, lr: float, params: Params, examples, input_models: Sequence[Path]) -> str:
+    """What defines a training run: its settings, its examples and the weights it starts from.
+    A checkpoint is resumed only by a run with the same fingerprint."""
+    digest = hashlib.sha256(json.dumps([settings.model_dump(), lr, params.seed, params.backbone.model_dump()]).encode())
+    for example in examples:
+        digest.update("\t".join(example).encode() + b"\n")
+    for folder in input_models:
+        for weights in sorted(Path(folder).rglob("*.safetensors")):
+            digest.update(sha256_of(weights).encode())
+    return digest.hexdigest()
+
+
+def run_training(name: str, task, examples, settings: OptimSettings, lr: float, output_dir: Path, params: Params,
+                 input_models: Sequence[Path]) -> TrainingResult:
+    """Train a task as a stage does: device from params, STS-B dev selection, checkpoints under
+    data/checkpoints/<name>/, metrics and loss curve under reports/training/."""
+    context = run_context(params.device)
+    dev_score = stsb_dev_scorer(
+        task, paths.SENTEVAL, task.tokenizer, params.eval.max_length, context.device, params.eval.max_pairs, params.eval.batch_size
+    )
+    fingerprint = run_fingerprint(settings, lr, params, examples, input_models)
+    result = train(
+        task, examples, task.tokenizer, settings, lr, output_dir, paths.CHECKPOINTS / name, context, params.seed,
+        dev_score, description=name, fingerprint=fingerprint,
+    )
+    if context.is_main:
+        write_training_report(result, paths.TRAINING_REPORTS / f"{name}.json", paths.TRAINING_REPORTS / f"{name}.csv")
+    return result

@@ -1,0 +1,168 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from pipeline.config import OptimSettings, TrainSettings
+from pipeline.errors import PipelineError
+from pipeline.modeling import SentenceEncoder
+from pipeline.training import (
+    FORCE_NAN_AT_STEP, RunContext, length_bucketed_batches, resolve_device, train, write_training_report,
+)
+from pipeline.training_tasks import (
+    DistillTask, FrozenEnsemble, SimCSETask, TwinTask, pretraining_examples, read_round_trips,
+)
+
+from conftest import MIRROR
+from tiny_models import save_tiny_bert
+
+CPU = RunContext(torch.device("cpu"), None)
+
+
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    lines = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()
+    return lines[:96]
+
+
+@pytest.fixture
+def backbone(tmp_path):
+    return save_tiny_bert(tmp_path / "backbone", seed=3)
+
+
+def simcse_task(backbone, dropout=0.1):
+    return SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), dropout, 0.05, None, 24)
+
+
+def settings(**overrides) -> OptimSettings:
+    values = dict(batch_size=8, max_length=24, max_steps=6, eval_every=100, save_every=3)
+    return OptimSettings(**{**values, **overrides})
+
+
+def run(task, examples, tmp_path, optim, lr=1e-3, dev_score=None, fingerprint="run"):
+    return train(task, examples, task.tokenizer, optim, lr, tmp_path / "out", tmp_path / "ckpt", CPU, seed=7,
+                 dev_score=dev_score, fingerprint=fingerprint)
+
+
+def test_a_few_steps_reduce_the_simcse_loss(backbone, sentences, tmp_path):
+    examples = [(sentence,) for sentence in sentences]
+    result = run(simcse_task(backbone), examples, tmp_path, settings(max_steps=24, epochs=2, save_every=100), lr=3e-4)
+    losses = [row["loss"] for row in result.history]
+    assert len(losses) == 24
+    assert np.mean(losses[-4:]) < 0.9 * np.mean(losses[:4])
+
+
+def test_resume_after_a_stop_continues_steps_and_optimizer_state(backbone, sentences, tmp_path, monkeypatch):
+    examples = [(sentence,) for sentence in sentences]
+    straight = run(simcse_task(backbone), examples, tmp_path / "straight", settings())
+    straight_weights = SentenceEncoder.from_pretrained(str(tmp_path / "straight" / "out")).state_dict()
+
+    monkeypatch.setenv(FORCE_NAN_AT_STEP, "5")
+    with pytest.raises(PipelineError) as stopped:
+        run(simcse_task(backbone), examples, tmp_path / "killed", settings())
+    message = str(stopped.value)
+    assert "loss is nan at step 5" in message and "step-3" in message and "\n" not in message
+    assert (tmp_path / "killed" / "ckpt" / "step-3" / "model.safetensors").is_file()
+    assert not (tmp_path / "killed" / "out").exists()
+
+    monkeypatch.delenv(FORCE_NAN_AT_STEP)
+    resumed = run(simcse_task(backbone), examples, tmp_path / "killed", settings())
+    assert resumed.resumed_from == 3 and resumed.steps == 6
+    assert [row["step"] for row in resumed.history] == [1, 2, 3, 4, 5, 6]
+    resumed_weights = SentenceEncoder.from_pretrained(str(tmp_path / "killed" / "out")).state_dict()
+    for name, tensor in straight_weights.items():
+        torch.testing.assert_close(resumed_weights[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_checkpoints_of_other_settings_are_not_resumed(backbone, sentences, tmp_path):
+    examples = [(sentence,) for sentence in sentences]
+    run(simcse_task(backbone), examples, tmp_path, settings(), fingerprint="a")
+    again = run(simcse_task(backbone), examples, tmp_path, settings(), fingerprint="b")
+    assert again.resumed_from is None and again.steps == 6
+
+
+def test_best_dev_model_is_saved_and_reloads_to_identical_embeddings(backbone, sentences, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    task = simcse_task(backbone)
+    scores = iter([1.0, 5.0, 2.0])  # best at the second evaluation (step 4)
+    result = run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=lambda model: next(scores))
+    assert (result.best_dev, result.best_step) == (5.0, 4)
+    assert [row.get("dev_stsb") for row in result.history if "dev_stsb" in row] == [1.0, 5.0, 2.0]
+
+    saved = tmp_path / "out"
+    reloaded = SentenceEncoder.from_pretrained(str(saved)).eval()
+    best = SentenceEncoder.from_pretrained(str(tmp_path / "ckpt" / "best")).eval()
+    batch = task.tokenizer(sentences[:5], padding=True, truncation=True, max_length=24, return_tensors="pt")
+    with torch.no_grad():
+        ours = reloaded(batch["input_ids"], batch["attention_mask"]).last_cls
+        torch.testing.assert_close(ours, best(batch["input_ids"], batch["attention_mask"]).last_cls)
+    st_embeddings = SentenceTransformer(str(saved), device="cpu").encode(sentences[:5], convert_to_tensor=True)
+    torch.testing.assert_close(st_embeddings, ours, rtol=1e-4, atol=1e-5)
+
+
+def test_twin_and_distill_tasks_train_and_save(sentences, tmp_path):
+    towers = (save_tiny_bert(tmp_path / "I", seed=1), save_tiny_bert(tmp_path / "II", seed=2))
+    tokenizer = AutoTokenizer.from_pretrained(towers[0])
+    twin_settings = TrainSettings(cael=1, batch_size=8, max_length=24, max_steps=2, save_every=100)
+    twin_task = TwinTask(towers, tokenizer, twin_settings, seed=5)
+    result = train(twin_task, [(s,) for s in sentences], tokenizer, twin_settings, 1e-4, tmp_path / "joint",
+                   tmp_path / "ckpt-joint", CPU, seed=5)
+    assert set(result.history[0]) >= {"loss", "nce", "icnce", "ictn"}
+    manifest = json.loads((tmp_path / "joint" / "twin.json").read_text())
+    assert manifest["towers"] == ["I", "II"] and manifest["cael"] == 1
+
+    teacher = FrozenEnsemble([(tmp_path / "joint" / "I", 1.0), (tmp_path / "joint" / "II", 1.0)])
+    student = DistillTask(towers[0], teacher, tokenizer, 0.1, 24)
+    distilled = train(student, [(s,) for s in sentences], tokenizer, settings(max_steps=3), 1e-3, tmp_path / "student",
+                      tmp_path / "ckpt-student", CPU, seed=5)
+    assert distilled.steps == 3 and np.isfinite(distilled.final_loss)
+    assert all(not p.requires_grad for p in teacher.parameters())
+    assert (tmp_path / "student" / "model.safetensors").is_file()
+
+
+def test_length_bucketed_batches_cover_the_corpus_once_with_less_padding():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 60, size=1000).tolist()
+    batches = length_bucketed_batches(lengths, batch_size=16, seed=1, epoch=0)
+    flat = [i for batch in batches for i in batch]
+    assert len(flat) == len(set(flat)) and 1000 - len(flat) < 16 * 2
+    assert all(len(batch) == 16 for batch in batches)
+    assert batches == length_bucketed_batches(lengths, batch_size=16, seed=1, epoch=0)
+    assert batches != length_bucketed_batches(lengths, batch_size=16, seed=1, epoch=1)
+    padded = sum(16 * max(lengths[i] for i in batch) for batch in batches)
+    random_order = rng.permutation(1000)[: len(flat)].reshape(-1, 16)
+    padded_random = sum(16 * max(lengths[i] for i in batch) for batch in random_order)
+    assert padded < 0.8 * padded_random
+
+
+def test_pretraining_examples_pairs_and_sentences(tmp_path):
+    corpus = ["a b", "c d", "e f"]
+    trips = ["a b.", "", "e f"]
+    assert pretraining_examples(corpus, trips, "pairs") == [("a b", "a b."), ("c d", "c d"), ("e f", "e f")]
+    assert pretraining_examples(corpus, trips, "sentences") == [("a b",), ("c d",), ("e f",), ("a b.",)]
+    path = tmp_path / "I.txt"
+    path.write_text("a b.\n\ne f\n")
+    assert read_round_trips(path, 3) == trips
+    with pytest.raises(PipelineError, match="3 lines but the corpus has 4"):
+        read_round_trips(path, 4)
+
+
+def test_asking_for_cuda_without_one_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(PipelineError, match="device=cuda but no CUDA GPU"):
+        resolve_device("cuda")
+    assert resolve_device("auto").type == "cpu"
+
+
+def test_training_report_files(tmp_path):
+    from pipeline.training import TrainingResult
+
+    result = TrainingResult(2, 50.0, 2, 0.5, 1.5, 100.0, None,
+                            [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}])
+    write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv")
+    assert json.loads((tmp_path / "m.json").read_text())["best_dev_stsb"] == 50.0
+    assert (tmp_path / "c.csv").read_text().splitlines() == ["step,dev_stsb,loss", "1,,1", "2,50,0.5"]

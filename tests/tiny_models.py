@@ -1,0 +1,27 @@
+"""Tiny random BERT models with a character-level WordPiece vocabulary, saved like real checkpoints."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import torch
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
+    piece for char in string.ascii_lowercase + string.digits for piece in (char, f"##{char}")
+] + list(string.punctuation)
+
+
+def save_tiny_bert(folder: Path, seed: int, layers: int = 2) -> Path:
+    """A random BERT (hidden 32) with its pooler and a fast tokenizer, in Hugging Face format."""
+    folder.mkdir(parents=True)
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=512,
+    )
+    BertModel(config).save_pretrained(folder)
+    return folder
