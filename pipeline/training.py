@@ -256,6 +256,7 @@ def train(
     step, best_dev, best_step, history, resumed_from = 0, None, None, [], None
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     best_dir = checkpoint_dir / "best"
+    (checkpoint_dir / "complete.json").unlink(missing_ok=True)
     latest = _latest_checkpoint(checkpoint_dir)
     if latest is not None and json.loads((latest / "state.json").read_text()).get("fingerprint") != fingerprint:
         log.info("%s: checkpoints in %s belong to other settings; starting over", description, checkpoint_dir)
@@ -342,6 +343,10 @@ def train(
                 shutil.copytree(best_dir, folder, dirs_exist_ok=True)
             else:
                 task.save(_unwrap(model), folder)
+        # The run is complete: its checkpoints have served; a forced rerun starts over.
+        for finished in [*checkpoint_dir.glob("step-*"), best_dir]:
+            shutil.rmtree(finished, ignore_errors=True)
+        write_text_atomic(checkpoint_dir / "complete.json", json.dumps({"steps": step, "fingerprint": fingerprint}) + "\n")
     return TrainingResult(
         steps=step,
         best_dev=best_dev,

@@ -68,6 +68,7 @@ def test_resume_after_a_stop_continues_steps_and_optimizer_state(backbone, sente
     assert not (tmp_path / "killed" / "out").exists()
 
     monkeypatch.delenv(FORCE_NAN_AT_STEP)
+    assert (tmp_path / "killed" / "ckpt" / "step-3").is_dir()
     resumed = run(simcse_task(backbone), examples, tmp_path / "killed", settings())
     assert resumed.resumed_from == 3 and resumed.steps == 6
     assert [row["step"] for row in resumed.history] == [1, 2, 3, 4, 5, 6]
@@ -87,18 +88,24 @@ def test_best_dev_model_is_saved_and_reloads_to_identical_embeddings(backbone, s
     from sentence_transformers import SentenceTransformer
 
     task = simcse_task(backbone)
-    scores = iter([1.0, 5.0, 2.0])  # best at the second evaluation (step 4)
-    result = run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=lambda model: next(scores))
+    batch = task.tokenizer(sentences[:5], padding=True, truncation=True, max_length=24, return_tensors="pt")
+    scores, seen = iter([1.0, 5.0, 2.0]), []  # best at the second evaluation (step 4)
+
+    def dev_score(model):
+        seen.append(model(batch["input_ids"], batch["attention_mask"]).last_cls.clone())
+        return next(scores)
+
+    result = run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=dev_score)
     assert (result.best_dev, result.best_step) == (5.0, 4)
     assert [row.get("dev_stsb") for row in result.history if "dev_stsb" in row] == [1.0, 5.0, 2.0]
+    assert sorted(path.name for path in (tmp_path / "ckpt").iterdir()) == ["complete.json"]
 
     saved = tmp_path / "out"
     reloaded = SentenceEncoder.from_pretrained(str(saved)).eval()
-    best = SentenceEncoder.from_pretrained(str(tmp_path / "ckpt" / "best")).eval()
-    batch = task.tokenizer(sentences[:5], padding=True, truncation=True, max_length=24, return_tensors="pt")
     with torch.no_grad():
         ours = reloaded(batch["input_ids"], batch["attention_mask"]).last_cls
-        torch.testing.assert_close(ours, best(batch["input_ids"], batch["attention_mask"]).last_cls)
+    torch.testing.assert_close(ours, seen[1], rtol=0, atol=1e-6)
+    assert not torch.allclose(ours, seen[2])
     st_embeddings = SentenceTransformer(str(saved), device="cpu").encode(sentences[:5], convert_to_tensor=True)
     torch.testing.assert_close(st_embeddings, ours, rtol=1e-4, atol=1e-5)
 
