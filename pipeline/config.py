@@ -66,6 +66,7 @@ class RttSettings(Section):
     max_chars: int = Field(4500, ge=100, description="characters per packed request")
     max_failed_fraction: float = Field(0.01, ge=0, le=1)
     timeout_seconds: float = Field(30.0, gt=0)
+    endpoint: str | None = Field(None, description="google backend base URL; null = deep-translator's default")
 
 
 class GaussianNegativesSettings(Section):

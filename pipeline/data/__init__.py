@@ -1,0 +1,1 @@
+"""Corpus and benchmark readers, the data mirror and the download stage's fetching."""

@@ -1,0 +1,178 @@
+"""Readers for the corpus and the STS benchmarks, in the layouts of the data mirror.
+
+Every reader validates as it reads: a malformed line raises `MalformedDataError` with
+`file:line: what is wrong`, so a broken download is reported where it is broken instead of
+surfacing as a wrong number later.
+
+Sentences of the benchmark files are returned whitespace-normalised (`" ".join(s.split())`):
+that is what SentEval feeds the model (it splits each sentence into tokens and SimCSE's batcher
+joins them with single spaces), and it matters for byte-level BPE tokenizers, which would
+otherwise see the trailing spaces a few SentEval-processed sentences carry.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import STS_TASKS
+from pipeline.errors import PipelineError
+
+STS_YEAR_TASKS = STS_TASKS[:5]  # STS12–16: several subsets each, test only
+SICK_HEADER_START = "pair_ID\tsentence_A\tsentence_B\trelatedness_score"
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+STSB_SPLITS = ("train", "dev", "test")
+
+
+class MalformedDataError(PipelineError):
+    """A data file that is missing or does not have the expected format."""
+
+
+@dataclass(frozen=True)
+class ScoredPair:
+    sentence1: str
+    sentence2: str
+    score: float
+
+
+def _missing(path: Path) -> MalformedDataError:
+    return MalformedDataError(f"{path} does not exist; the download stage produces it (`dvc repro download`)")
+
+
+def _read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 file without their line ends (LF or CRLF)."""
+    path = Path(path)
+    if not path.is_file():
+        raise _missing(path)
+    content = path.read_bytes()
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line_number = content.count(b"\n", 0, error.start) + 1
+        raise MalformedDataError(f"{path}:{line_number}: not valid UTF-8 ({error.reason})") from None
+    # Split on LF only: str.splitlines would also break at characters such as U+2028 inside a sentence.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def _columns(path: Path, line_number: int, line: str, allowed_counts: tuple[int, ...], layout: str) -> list[str]:
+    columns = line.split("\t")
+    if len(columns) not in allowed_counts:
+        expected = " or ".join(str(count) for count in allowed_counts)
+        raise MalformedDataError(
+            f"{path}:{line_number}: expected {expected} tab-separated columns ({layout}), found {len(columns)}"
+        )
+    return columns
+
+
+def _score(path: Path, line_number: int, text: str) -> float:
+    try:
+        score = float(text)
+    except ValueError:
+        score = math.nan
+    if not math.isfinite(score):
+        raise MalformedDataError(f"{path}:{line_number}: score {text!r} is not a number")
+    return score
+
+
+def _normalise(sentence: str) -> str:
+    return " ".join(sentence.split())
+
+
+def read_sts_subset(input_path: Path | str, gs_path: Path | str) -> list[ScoredPair]:
+    """One SemEval STS subset: `STS.input.<subset>.txt` (sentence pairs) + `STS.gs.<subset>.txt` (gold).
+
+    Pairs whose gold line is empty were not scored by the organisers and are skipped. Raw STS16
+    inputs carry the two sentences' sources as two extra columns; they are accepted and ignored.
+    """
+    input_path, gs_path = Path(input_path), Path(gs_path)
+    input_lines, gold_lines = _read_lines(input_path), _read_lines(gs_path)
+    if len(input_lines) != len(gold_lines):
+        shorter = gs_path if len(gold_lines) < len(input_lines) else input_path
+        raise MalformedDataError(
+            f"{shorter}:{min(len(input_lines), len(gold_lines)) + 1}: line missing; "
+            f"{input_path.name} has {len(input_lines)} lines but {gs_path.name} has {len(gold_lines)}"
+        )
+    pairs = []
+    for line_number, (input_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
+        columns = _columns(input_path, line_number, input_line, (2, 4), "sentence1, sentence2[, source1, source2]")
+        if not gold_line.strip():
+            continue
+        score = _score(gs_path, line_number, gold_line.strip())
+        pairs.append(ScoredPair(_normalise(columns[0]), _normalise(columns[1]), score))
+    return pairs
+
+
+def read_stsb(path: Path | str) -> list[ScoredPair]:
+    """STS-B rows: genre, file, year, id, score, sentence1, sentence2[, source1, source2]."""
+    path = Path(path)
+    pairs = []
+    for line_number, line in enumerate(_read_lines(path), start=1):
+        columns = _columns(path, line_number, line, (7, 9), "genre, file, year, id, score, sentence1, sentence2[, sources]")
+        pairs.append(ScoredPair(_normalise(columns[5]), _normalise(columns[6]), _score(path, line_number, columns[4])))
+    return pairs
+
+
+def read_sick(path: Path | str) -> list[ScoredPair]:
+    """SICK: a header line, then pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment."""
+    path = Path(path)
+    lines = _read_lines(path)
+    if not lines or not lines[0].startswith(SICK_HEADER_START):
+        raise MalformedDataError(f"{path}:1: expected the header line starting {SICK_HEADER_START!r}")
+    pairs = []
+    for line_number, line in enumerate(lines[1:], start=2):
+        columns = _columns(path, line_number, line, (5,), "pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment")
+        pairs.append(ScoredPair(_normalise(columns[1]), _normalise(columns[2]), _score(path, line_number, columns[3])))
+    return pairs
+
+
+def read_corpus(path: Path | str) -> list[str]:
+    """A training corpus: one sentence per line, kept as is apart from the line end."""
+    path = Path(path)
+    lines = _read_lines(path)
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            raise MalformedDataError(f"{path}:{line_number}: empty line; the corpus has one sentence per line")
+    return lines
+
+
+def _sts_year_subsets(task_dir: Path) -> list[str]:
+    """The subsets of an STS12–16 folder: the input files present (STS13's licensed SMT has none).
+
+    Case-insensitive order is SentEval's order for every year (e.g. STS13: FNWN, headlines, OnWN).
+    """
+    if not task_dir.is_dir():
+        raise _missing(task_dir)
+    names = [path.name.removeprefix("STS.input.").removesuffix(".txt") for path in task_dir.glob("STS.input.*.txt")]
+    if not names:
+        raise MalformedDataError(f"{task_dir} has no STS.input.*.txt files; re-run the download stage (`dvc repro download`)")
+    return sorted(names, key=str.lower)
+
+
+def load_sts_benchmark(senteval_root: Path | str, task: str, split: str = "test") -> dict[str, list[ScoredPair]]:
+    """A SentEval STS task as {subset name: pairs}, from a folder laid out like SentEval's data.
+
+    STS12–16 have only a test split and one subset per input file; STS-B and SICK-R have one
+    subset named after the split (`dev` of SICK is `SICK_trial.txt`).
+    """
+    root = Path(senteval_root)
+    if task in STS_YEAR_TASKS:
+        if split != "test":
+            raise PipelineError(f"{task} has only a test split, not {split!r}")
+        task_dir = root / "STS" / f"{task}-en-test"
+        return {
+            subset: read_sts_subset(task_dir / f"STS.input.{subset}.txt", task_dir / f"STS.gs.{subset}.txt")
+            for subset in _sts_year_subsets(task_dir)
+        }
+    if task == "STSBenchmark":
+        if split not in STSB_SPLITS:
+            raise PipelineError(f"STSBenchmark has no split {split!r}; allowed: {', '.join(STSB_SPLITS)}")
+        return {split: read_stsb(root / "STS" / "STSBenchmark" / f"sts-{split}.csv")}
+    if task == "SICKRelatedness":
+        if split not in SICK_FILES:
+            raise PipelineError(f"SICKRelatedness has no split {split!r}; allowed: {', '.join(SICK_FILES)}")
+        return {split: read_sick(root / "SICK" / SICK_FILES[split])}
+    raise PipelineError(f"unknown STS task {task!r}; allowed: {', '.join(STS_TASKS)}")

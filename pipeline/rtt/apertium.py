@@ -1,0 +1,89 @@
+"""Apertium: offline rule-based machine translation from Debian packages (the tiny preset's system)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from pipeline.errors import PipelineError
+from pipeline.rtt.translator import TransientError, TranslationFailed, Translator
+
+# Apertium names most pairs by ISO 639-3 (eng-spa), a few older ones by ISO 639-1 (en-gl).
+ISO_639_3 = {
+    "en": "eng", "es": "spa", "ca": "cat", "gl": "glg", "eo": "epo", "eu": "eus", "is": "isl",
+    "mk": "mkd", "hr": "hbs", "sr": "hbs", "bs": "hbs", "fr": "fra", "pt": "por", "it": "ita",
+    "oc": "oci", "ro": "ron", "de": "deu", "nl": "nld", "ru": "rus", "zh": "zho",
+}  # fmt: skip
+# The Debian package of each English pair; both directions come in one package.
+DEBIAN_PACKAGES = {
+    "es": "apertium-eng-spa", "ca": "apertium-eng-cat", "gl": "apertium-en-gl", "eo": "apertium-eo-en",
+    "eu": "apertium-eu-en", "is": "apertium-isl-eng", "mk": "apertium-mkd-eng", "hr": "apertium-hbs-eng",
+    "sr": "apertium-hbs-eng", "bs": "apertium-hbs-eng",
+}  # fmt: skip
+# ~600 sentences per process: each call starts a pipeline of ~10 programs that load their
+# transducers (~0.2 s idle, much more on a busy machine), which must stay small against the work.
+REQUEST_CHARS = 64_000
+
+
+def _install_hint(source: str, target: str) -> str:
+    other = target if source == "en" else source if target == "en" else None
+    if other in DEBIAN_PACKAGES:
+        return f"install it with `apt-get install {DEBIAN_PACKAGES[other]}`"
+    return "find its package with `apt-cache search apertium` (pairs are packaged as apertium-<lang>-<lang>)"
+
+
+class ApertiumBackend(Translator):
+    name = "apertium"
+    request_chars = REQUEST_CHARS
+
+    def __init__(self, timeout_seconds: float = 30.0):
+        self.timeout_seconds = timeout_seconds
+        self._installed_modes: set[str] | None = None
+
+    def installed_modes(self) -> set[str]:
+        """The translation directions (`apertium -l`) the installed language pairs provide."""
+        if self._installed_modes is None:
+            try:
+                listing = subprocess.run(["apertium", "-l"], capture_output=True, text=True, check=True)
+            except FileNotFoundError:
+                raise PipelineError(
+                    "the apertium command is not installed; install it with `apt-get install apertium` "
+                    "and a language pair such as apertium-eng-spa"
+                ) from None
+            except subprocess.CalledProcessError as error:
+                raise PipelineError(f"`apertium -l` failed with status {error.returncode}: {error.stderr.strip()}") from None
+            self._installed_modes = set(listing.stdout.split())
+        return self._installed_modes
+
+    def mode(self, source: str, target: str) -> str:
+        """The Apertium mode that translates source→target (ISO 639-1 codes), e.g. 'eng-spa'."""
+        modes = self.installed_modes()
+        for source_code in dict.fromkeys((ISO_639_3.get(source, source), source)):
+            for target_code in dict.fromkeys((ISO_639_3.get(target, target), target)):
+                if f"{source_code}-{target_code}" in modes:
+                    return f"{source_code}-{target_code}"
+        installed = ", ".join(sorted(mode for mode in modes if "_" not in mode)) or "none"
+        raise PipelineError(
+            f"no Apertium translator {source}→{target} is installed; {_install_hint(source, target)} "
+            f"(installed directions: {installed})"
+        )
+
+    def check_pair(self, source: str, target: str) -> None:
+        self.mode(source, target)
+
+    def translate(self, text: str, source: str, target: str) -> str:
+        mode = self.mode(source, target)
+        try:
+            finished = subprocess.run(
+                ["apertium", "-u", mode],  # -u: no '*' marks on unknown words
+                input=text + "\n",
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                timeout=self.timeout_seconds,
+            )
+        except subprocess.TimeoutExpired:
+            raise TransientError(f"apertium {mode} took longer than {self.timeout_seconds} s") from None
+        if finished.returncode:
+            last_words = finished.stderr.strip().splitlines()[-1:] or ["no message"]
+            raise TranslationFailed(f"apertium {mode} exited with status {finished.returncode}: {last_words[0]}")
+        return finished.stdout.removesuffix("\n")
