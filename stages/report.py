@@ -1,15 +1,54 @@
-"""Render every table of the papers whose rows exist: ours | paper | delta.
+"""Render every table of tables.yaml, ours beside the paper's: each cell is ours | paper | Δ.
 
-Reads reports/metrics/*.json, DVC experiments and the table specs in params; writes
-reports/tables/*.md, .csv and .tex."""
+Reads tables.yaml, params.yaml (the scale), reports/metrics/*.json, reports/analysis/*.json and,
+for rows that are DVC experiments, `dvc exp show --json`; writes reports/tables/<id>.md, .csv,
+.tex and README.md. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
+missing experiments (`--run` queues them)."""
 
 from pathlib import Path
 
-from stages.common import ParamsOption, not_implemented, stage
+import typer
+
+from stages.common import ParamsOption, params_from, stage, summary
 
 NAME = "report"
 
 
 @stage
-def command(params: Path = ParamsOption) -> None:
-    not_implemented(NAME, 7)
+def command(
+    params: Path = ParamsOption,
+    tables_file: Path = typer.Option(Path("tables.yaml"), "--tables", help="the table specs"),
+    queue: str | None = typer.Option(None, "--queue", help="print the commands queueing this table's experiments"),
+    run: bool = typer.Option(False, "--run", help="with --queue: queue them now"),
+) -> None:
+    from pipeline.errors import PipelineError
+    from pipeline.reporting.report import TABLES, summary_line, write_tables
+    from pipeline.reporting.runs import run_queue_command, search_experiments, workspace_run
+    from pipeline.reporting.spec import load_tables
+    from pipeline.reporting.tables import RunSource, build_table, build_tables, check_override_keys
+
+    if run and queue is None:
+        raise PipelineError("--run queues a table's experiments; give the table with --queue <table id>")
+    workspace_params = params_from(params).model_dump()
+    tables = load_tables(tables_file)
+    check_override_keys(tables, workspace_params)
+    source = RunSource(workspace_run(workspace_params), lambda: search_experiments(tables.experiment_commits))
+    if queue is None:
+        built = build_tables(tables, source)
+        write_tables(built, TABLES)
+        summary(NAME, summary_line(built, TABLES))
+        return
+
+    if queue not in tables.tables:
+        raise PipelineError(f"--queue {queue}: no such table in {tables_file}; tables: {', '.join(tables.tables)}")
+    table = build_table(tables, queue, source)
+    for row in table.missing_rows:
+        if not row.queued:
+            typer.echo(f"# {row.label} is not an experiment; produce it with: {row.command}")
+    for queue_command in table.queue_commands:
+        typer.echo(queue_command)
+        if run:
+            run_queue_command(queue_command)
+    done = "queued" if run else "to queue"
+    summary(NAME, f"{queue}: {len(table.queue_commands)} experiments {done}; then `dvc queue start`, and once "
+                  "they finish `dvc repro report` renders them")

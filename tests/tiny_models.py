@@ -17,7 +17,10 @@ def save_tiny_bert(folder: Path, seed: int, layers: int = 2) -> Path:
     """A random BERT (hidden 32) with its pooler and a fast tokenizer, in Hugging Face format."""
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    # transformers 5 takes `vocab=`; `vocab_file=` is silently ignored (every token [UNK])
+    tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"))
+    assert "[UNK]" not in tokenizer.tokenize("a girl is styling her hair .")
+    tokenizer.save_pretrained(folder)
     torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,

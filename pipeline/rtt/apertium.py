@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 
 from pipeline.errors import PipelineError
@@ -72,18 +74,23 @@ class ApertiumBackend(Translator):
 
     def translate(self, text: str, source: str, target: str) -> str:
         mode = self.mode(source, target)
+        # The timeout guards against a hung process, not a slow one: a full 64k-character batch
+        # on a busy machine may take minutes, so it scales with the batch (per 4500 characters).
+        timeout = self.timeout_seconds * max(1.0, len(text) / 4500)
+        # Apertium is a shell pipeline of ~10 programs: run it in its own process group so a
+        # timeout kills all of them, not just the shell (orphans would keep spinning).
+        process = subprocess.Popen(
+            ["apertium", "-u", mode],  # -u: no '*' marks on unknown words
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, encoding="utf-8", start_new_session=True,
+        )
         try:
-            finished = subprocess.run(
-                ["apertium", "-u", mode],  # -u: no '*' marks on unknown words
-                input=text + "\n",
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                timeout=self.timeout_seconds,
-            )
+            stdout, stderr = process.communicate(text + "\n", timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise TransientError(f"apertium {mode} took longer than {self.timeout_seconds} s") from None
-        if finished.returncode:
-            last_words = finished.stderr.strip().splitlines()[-1:] or ["no message"]
-            raise TranslationFailed(f"apertium {mode} exited with status {finished.returncode}: {last_words[0]}")
-        return finished.stdout.removesuffix("\n")
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise TransientError(f"apertium {mode} took longer than {timeout:.0f} s") from None
+        if process.returncode:
+            last_words = stderr.strip().splitlines()[-1:] or ["no message"]
+            raise TranslationFailed(f"apertium {mode} exited with status {process.returncode}: {last_words[0]}")
+        return stdout.removesuffix("\n")

@@ -1,0 +1,1 @@
+"""Evaluation: STS under the SentEval protocol, MTEB, analysis metrics and inference cost."""

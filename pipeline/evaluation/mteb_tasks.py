@@ -1,0 +1,116 @@
+"""MTEB through the same `Embedder` as the STS evaluator.
+
+- `EmbedderEncoder`: an `Embedder` as an mteb encoder (mteb ≥ 2: `encode` receives a DataLoader
+  of batches with a "text" column); similarity is cosine, as in the SentEval protocol.
+- `english_sts_tasks`: JTCSE's "3 Avg." tasks (STS17, STS22.v2, STSBenchmarkMultilingualSTS)
+  restricted to their English subsets; these download from the Hugging Face hub.
+- `LocalSTSBenchmark`: STS-B test from the mirror's raw (cased, untokenized) files, the same
+  pairs as mteb's STSBenchmark, so the mteb path runs offline.
+
+mteb's STS main score is `cosine_spearman` on gold scores rescaled to [0, 1]; Spearman is
+rank-based, so the rescaling does not change it. `run_mteb` reports it × 100 like the STS tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import mteb
+import numpy as np
+import torch
+from datasets import Dataset, DatasetDict
+from mteb.abstasks.sts import AbsTaskSTS
+from mteb.abstasks.task_metadata import TaskMetadata
+from mteb.models import ModelMeta
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.model_meta import ScoringFunction
+from mteb.types import BatchedInput, PromptType
+from torch.utils.data import DataLoader
+
+from pipeline.data.readers import read_stsb
+from pipeline.evaluation.sts import Embedder, as_array
+
+
+class EmbedderEncoder(AbsEncoder):
+    """An `Embedder` as an mteb encoder with cosine similarity."""
+
+    def __init__(self, embedder: Embedder, name: str = "local/embedder"):
+        self.model = embedder
+        self.mteb_model_meta = ModelMeta.create_empty(
+            overwrites={"name": name, "similarity_fn_name": ScoringFunction.COSINE}
+        )
+
+    def encode(
+        self,
+        inputs: DataLoader[BatchedInput],
+        *,
+        task_metadata: TaskMetadata,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: PromptType | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        # Same sentences, same model input: no prompts or instructions (the papers' encoders use none).
+        with torch.inference_mode():
+            return np.concatenate([as_array(self.model(list(batch["text"]))) for batch in inputs])
+
+
+def english_sts_tasks(names: Sequence[str]) -> list[mteb.AbsTask]:
+    """The named mteb STS tasks with only their English (en-en / en) subsets, test split."""
+    return list(mteb.get_tasks(tasks=list(names), languages=["eng"], exclusive_language_filter=True, eval_splits=["test"]))
+
+
+class LocalSTSBenchmark(AbsTaskSTS):
+    """STS-B test read from a folder holding `sts-test.csv` (the mirror's `raw/STSBenchmark`)."""
+
+    metadata = TaskMetadata(
+        name="LocalSTSBenchmark",
+        description="STS Benchmark test split read from the local data mirror (raw, as in mteb's STSBenchmark).",
+        reference="https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
+        dataset={"path": "local/STSBenchmark", "revision": "mirror"},
+        type="STS",
+        category="t2t",
+        modalities=["text"],
+        eval_splits=["test"],
+        eval_langs=["eng-Latn"],
+        main_score="cosine_spearman",
+        date=("2017-01-01", "2017-12-31"),
+        domains=["Blog", "News", "Written"],
+        task_subtypes=[],
+        license="not specified",
+        annotations_creators="human-annotated",
+        dialect=[],
+        sample_creation="found",
+        bibtex_citation="",
+    )
+    min_score = 0
+    max_score = 5
+
+    def __init__(self, raw_dir: Path | str, max_pairs: int | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.raw_dir = Path(raw_dir)
+        self.max_pairs = max_pairs
+
+    def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
+        pairs = read_stsb(self.raw_dir / "sts-test.csv")[: self.max_pairs]
+        columns = {
+            "sentence1": [pair.sentence1 for pair in pairs],
+            "sentence2": [pair.sentence2 for pair in pairs],
+            "score": [pair.score for pair in pairs],
+        }
+        self.dataset = DatasetDict({"test": Dataset.from_dict(columns)})
+        self.data_loaded = True
+
+
+def run_mteb(embedder: Embedder, tasks: Sequence[mteb.AbsTask], batch_size: int = 64) -> dict[str, float]:
+    """Each task's mteb main score on its test split, × 100; nothing is cached on disk."""
+    result = mteb.evaluate(
+        EmbedderEncoder(embedder),
+        list(tasks),
+        cache=None,
+        encode_kwargs={"batch_size": batch_size},
+        show_progress_bar=False,
+    )
+    return {task_result.task_name: task_result.get_score(splits=["test"]) * 100 for task_result in result.task_results}

@@ -1,0 +1,221 @@
+"""STS evaluation under the SentEval protocol as SimCSE, TNCSE and JTCSE report it.
+
+- STS12–16: Spearman × 100 of cosine similarity over all subsets' pairs concatenated ("all", the
+  reported score); each subset's Spearman and their mean are recorded too.
+- STS-B and SICK-R: Spearman × 100 of cosine similarity on the test split (no regressor).
+- `avg` ("7 Avg."): the mean of the reported scores each rounded to two decimals, exactly as
+  SimCSE's evaluation script averages the numbers it prints.
+
+The evaluator is built around an `Embedder` (a batch of sentences → embeddings), so it does not
+care how a model is built. Every unique sentence of all tasks is encoded once per tower, in
+length-sorted batches (little padding); ensembles are weighted sums of their towers' tables.
+
+Agreement with SentEval: SentEval encodes each side of each pair in its own padded batch, so the
+same sentence gets embeddings that differ by float rounding, and it scores cosines in float32.
+That noise only matters where cosines (nearly) tie: pairs of identical sentences (79 in STS12,
+a few in STS13–16). Re-scoring MiniLM the SentEval way moved STS12 by 0.003 and STS-B by 1e-5,
+which is the level at which SentEval's own result changes with hardware or batch size.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+from tqdm.auto import tqdm
+
+from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
+
+log = logging.getLogger(__name__)
+
+Embedder = Callable[[list[str]], torch.Tensor | np.ndarray]
+# A model to evaluate: its towers (model folders or hub ids) and each tower's weight in the sum.
+WeightedTowers = Sequence[tuple[str, float]]
+
+SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg."}
+
+
+@dataclass(frozen=True)
+class StsTask:
+    """One benchmark: {subset: pairs}; STS-B and SICK-R have one subset named after the split."""
+
+    name: str
+    subsets: dict[str, list[ScoredPair]]
+
+    @property
+    def sentences(self) -> list[str]:
+        return [sentence for pairs in self.subsets.values() for pair in pairs for sentence in (pair.sentence1, pair.sentence2)]
+
+
+def _first_pairs(subsets: dict[str, list[ScoredPair]], max_pairs: int) -> dict[str, list[ScoredPair]]:
+    """The first `max_pairs` pairs of a task, in subset order; subsets left empty are dropped."""
+    kept, remaining = {}, max_pairs
+    for name, pairs in subsets.items():
+        if remaining <= 0:
+            break
+        kept[name] = pairs[:remaining]
+        remaining -= len(kept[name])
+    return kept
+
+
+def load_tasks(
+    senteval_root: Path | str, names: Sequence[str], max_pairs: int | None = None, split: str = "test"
+) -> list[StsTask]:
+    """The named tasks from a SentEval-layout folder, each capped to its first `max_pairs` pairs.
+
+    `split` other than test (e.g. STS-B dev for model selection) exists only for STS-B and SICK-R.
+    """
+    tasks = []
+    for name in names:
+        subsets = load_sts_benchmark(senteval_root, name, split)
+        tasks.append(StsTask(name, subsets if max_pairs is None else _first_pairs(subsets, max_pairs)))
+    return tasks
+
+
+def task_sentences(tasks: Sequence[StsTask]) -> list[str]:
+    """Every sentence the tasks need, once each."""
+    return list(dict.fromkeys(sentence for task in tasks for sentence in task.sentences))
+
+
+@dataclass(frozen=True)
+class EmbeddingTable:
+    """Each sentence's embedding: row `index[sentence]` of `vectors`."""
+
+    index: dict[str, int]
+    vectors: np.ndarray
+
+    def lookup(self, sentences: Sequence[str]) -> np.ndarray:
+        return self.vectors[[self.index[sentence] for sentence in sentences]]
+
+
+def as_array(embeddings: torch.Tensor | np.ndarray) -> np.ndarray:
+    """An embedder's output as a float32 numpy array."""
+    if isinstance(embeddings, torch.Tensor):
+        embeddings = embeddings.float().cpu().numpy()
+    return np.asarray(embeddings, dtype=np.float32)
+
+
+def embed_sentences(
+    embedder: Embedder, sentences: Sequence[str], batch_size: int = 64, description: str = "embed"
+) -> EmbeddingTable:
+    """Encode each unique sentence once, in batches of similar length, without gradients."""
+    # Longest first, so a batch that does not fit in memory fails at once; ties by text for a fixed order.
+    unique = sorted(set(sentences), key=lambda s: (-len(s), s))
+    chunks = []
+    started = time.perf_counter()
+    with torch.inference_mode(), tqdm(total=len(unique), desc=description, unit="sent") as progress:
+        for start in range(0, len(unique), batch_size):
+            batch = unique[start : start + batch_size]
+            chunks.append(as_array(embedder(batch)))
+            progress.update(len(batch))
+    seconds = time.perf_counter() - started
+    log.info(
+        "%s: embedded %d unique sentences in %.1f s (%.0f sentences/s)",
+        description, len(unique), seconds, len(unique) / max(seconds, 1e-9),
+    )
+    return EmbeddingTable({sentence: row for row, sentence in enumerate(unique)}, np.concatenate(chunks))
+
+
+def combine_tables(tables: Sequence[EmbeddingTable], weights: Sequence[float]) -> EmbeddingTable:
+    """The ensemble's table Σ_i w_i · h_i over the first table's sentences.
+
+    A twin is weights (1, 1); the UC ensemble (1 − w, 1 − w, w) — see `pipeline.modeling.ensembles`.
+    """
+    if len(tables) == 1 and weights[0] == 1:
+        return tables[0]
+    order = list(tables[0].index)
+    vectors = sum(weight * table.lookup(order) for table, weight in zip(tables, weights, strict=True))
+    return EmbeddingTable(tables[0].index, vectors.astype(np.float32))
+
+
+def twin(tower_i: str, tower_ii: str) -> WeightedTowers:
+    """A twin's embedding: h_I + h_II."""
+    return [(tower_i, 1.0), (tower_ii, 1.0)]
+
+
+def uc_ensemble(tower_i: str, tower_ii: str, uc_tower: str, weight: float) -> WeightedTowers:
+    """The UC ensemble: (1 − w)(h_I + h_II) + w · h_UC."""
+    return [(tower_i, 1 - weight), (tower_ii, 1 - weight), (uc_tower, weight)]
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine (in float64 for a platform-independent ranking); a zero vector scores 0, as in SentEval."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cosine = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    return np.nan_to_num(cosine)
+
+
+def _spearman(predicted: np.ndarray, gold: np.ndarray) -> float:
+    return float(spearmanr(predicted, gold).statistic * 100)
+
+
+def reported_score(task_result: Mapping[str, object]) -> float:
+    """The number a paper's table shows: "all" for STS12–16, the split's score for STS-B/SICK-R."""
+    if "all" in task_result:
+        return float(task_result["all"])
+    (score,) = task_result.values()
+    return float(score)
+
+
+def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:
+    """Spearman × 100 per task (see the module doc for the layout) plus `avg` over the tasks."""
+    results: dict = {}
+    for task in tasks:
+        similarities, golds = {}, {}
+        for subset, pairs in task.subsets.items():
+            similarities[subset] = _cosine(table.lookup([p.sentence1 for p in pairs]), table.lookup([p.sentence2 for p in pairs]))
+            golds[subset] = np.array([pair.score for pair in pairs])
+        per_subset = {subset: _spearman(similarities[subset], golds[subset]) for subset in task.subsets}
+        if task.name in STS_YEAR_TASKS:
+            results[task.name] = {
+                "all": _spearman(np.concatenate(list(similarities.values())), np.concatenate(list(golds.values()))),
+                "mean": float(np.mean(list(per_subset.values()))),
+                "subsets": per_subset,
+            }
+        else:
+            results[task.name] = per_subset
+    # SimCSE averages the scores it prints (two decimals); doing the same reproduces its "Avg." digit for digit.
+    results["avg"] = float(np.mean([round(reported_score(results[task.name]), 2) for task in tasks]))
+    return results
+
+
+def evaluate_embedder(embedder: Embedder, tasks: Sequence[StsTask], batch_size: int = 64, description: str = "embed") -> dict:
+    """Scores of one encoder (e.g. the STS-B dev score during training)."""
+    return score_tasks(embed_sentences(embedder, task_sentences(tasks), batch_size, description), tasks)
+
+
+def evaluate_models(
+    models: Mapping[str, WeightedTowers],
+    tasks: Sequence[StsTask],
+    make_embedder: Callable[[str], Embedder],
+    batch_size: int = 64,
+) -> dict[str, dict]:
+    """Scores of each named model; every distinct tower is encoded once and shared by the models using it."""
+    sentences = task_sentences(tasks)
+    towers = dict.fromkeys(tower for members in models.values() for tower, _ in members)
+    tables = {
+        tower: embed_sentences(make_embedder(tower), sentences, batch_size, description="/".join(Path(tower).parts[-2:]))
+        for tower in towers
+    }
+    return {
+        name: score_tasks(combine_tables([tables[tower] for tower, _ in members], [weight for _, weight in members]), tasks)
+        for name, members in models.items()
+    }
+
+
+def format_table(results: Mapping[str, object]) -> str:
+    """A two-line table of the reported scores, in the order of `results`, e.g. `STS12 | … | Avg.`."""
+    names = [name for name in results if name != "avg"] + ["avg"]
+    headers = [SHORT_NAMES.get(name, name) for name in names]
+    values = [f"{results['avg'] if name == 'avg' else reported_score(results[name]):.2f}" for name in names]
+    widths = [max(len(header), len(value)) for header, value in zip(headers, values)]
+    return "\n".join(
+        " | ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in (headers, values)
+    )

@@ -1,0 +1,45 @@
+"""The report: write every filled table as .md, .csv and .tex, plus the index and a summary line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.data.sources import write_text_atomic
+from pipeline.paths import REPORTS
+from pipeline.reporting.render import index, latex, markdown, numbers
+from pipeline.reporting.tables import Table
+
+TABLES = REPORTS / "tables"
+TABLE_SUFFIXES = (".md", ".csv", ".tex")
+
+
+def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
+    """Each table as .md, .csv and .tex plus README.md; files of tables no longer in the spec go."""
+    written = []
+    for table in tables:
+        for suffix, text in (
+            (".md", markdown(table)),
+            (".csv", numbers(table).to_csv(index=False)),
+            (".tex", latex(table)),
+        ):
+            path = folder / f"{table.id}{suffix}"
+            write_text_atomic(path, text)
+            written.append(path)
+    readme = folder / "README.md"
+    write_text_atomic(readme, index(tables))
+    written.append(readme)
+    for stale in folder.iterdir():
+        if stale.suffix in TABLE_SUFFIXES and stale not in written:
+            stale.unlink()
+    return written
+
+
+def summary_line(tables: list[Table], folder: Path = TABLES) -> str:
+    complete = sum(table.complete for table in tables)
+    missing = sum(len(table.missing_rows) for table in tables)
+    not_applicable = sum(bool(row.not_applicable) for table in tables for row in table.rows)
+    return (
+        f"{len(tables)} tables rendered at {tables[0].scale} scale: {complete} complete, "
+        f"{len(tables) - complete} with missing rows or cells ({missing} rows missing, "
+        f"{not_applicable} not applicable to this backbone) -> {folder}/"
+    )

@@ -1,0 +1,235 @@
+"""The runs a table row can come from, and how a row's overrides select one.
+
+A run is a set of params and the JSON files it produced: the workspace (params.yaml and
+reports/metrics, reports/analysis on disk) or a finished DVC experiment or commit as
+`dvc exp show --json` lists it. A row fits a run when every override it needs (`train.cael=2`,
+and the table's `scale=…`, `backbone=…`) equals the run's params.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline.errors import PipelineError
+from pipeline.paths import METRICS, REPORTS
+from pipeline.reporting.spec import ANALYSIS_PREFIX, split_override
+
+log = logging.getLogger(__name__)
+
+ANALYSIS = REPORTS / "analysis"
+DVC_TIMEOUT_SECONDS = 600
+# An experiment's executor state when it finished; None: run in the workspace with `dvc exp run`.
+# Queued, running and failed experiments list the baseline's metrics files, so they must not count.
+FINISHED_STATES = (None, "success")
+_PLACEHOLDER = re.compile(r"\{(?P<path>[\w.-]+)(?:\s*\*\s*(?P<factor>[0-9.]+))?\}")
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    params: dict[str, Any]
+    files: dict[str, Any] = field(default_factory=dict)  # parsed JSON by repository-relative path
+    timestamp: str | None = None
+
+    def value(self, model: str, column: str) -> float | None:
+        """A table column of one model: `STS12.all` from its metrics, `analysis:gmacs` from its analysis."""
+        if column.startswith(ANALYSIS_PREFIX):
+            return metric_at(self.files.get(analysis_file(model)), column.removeprefix(ANALYSIS_PREFIX))
+        return metric_at(self.files.get(metrics_file(model)), column)
+
+
+@dataclass(frozen=True)
+class ExperimentSearch:
+    runs: list[Run]
+    problem: str | None = None  # why no experiments could be read, when that happened
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One setting a run must have; `text` is how `dvc exp run -S` takes it (for a setting kept at
+    the workspace's value, it says so)."""
+
+    key: str
+    value: Any
+    text: str
+
+
+def metrics_file(model: str) -> str:
+    return (METRICS / f"{model}.json").as_posix()
+
+
+def analysis_file(model: str) -> str:
+    return (ANALYSIS / f"{model}.json").as_posix()
+
+
+def metric_at(data: Any, path: str) -> float | None:
+    """The number at a dotted path; keys may contain dots themselves (`mteb.STS22.v2`)."""
+    parts, node, start = path.split("."), data, 0
+    while start < len(parts):
+        if not isinstance(node, dict):
+            return None
+        for end in range(len(parts), start, -1):  # the longest key that matches wins
+            key = ".".join(parts[start:end])
+            if key in node:
+                node, start = node[key], end
+                break
+        else:
+            return None
+    if isinstance(node, bool) or not isinstance(node, (int, float)) or math.isnan(node):
+        return None
+    return float(node)
+
+
+def param_at(params: dict[str, Any], key: str) -> Any:
+    """The value of a dotted params key, or `_ABSENT`."""
+    node: Any = params
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
+
+
+def has_param(params: dict[str, Any], key: str) -> bool:
+    return param_at(params, key) is not _ABSENT
+
+
+def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
+    files = {}
+    for folder in (METRICS, ANALYSIS):
+        for path in sorted((root / folder).glob("*.json")):
+            try:
+                files[(folder / path.name).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                log.warning("%s is not valid JSON; its rows count as missing", folder / path.name)
+    return Run("workspace", params, files)
+
+
+def experiment_runs(exp_show: list[dict[str, Any]]) -> list[Run]:
+    """The finished runs in `dvc exp show --json` output, newest first (the workspace is read from disk)."""
+    runs = []
+    for baseline in exp_show:
+        if baseline.get("rev") == "workspace":
+            continue
+        branch = f" ({baseline['name']})" if baseline.get("name") else ""
+        runs += _run_of(baseline, f"commit {str(baseline.get('rev'))[:7]}{branch}")
+        for experiment in baseline.get("experiments") or []:
+            if (experiment.get("executor") or {}).get("state") not in FINISHED_STATES:
+                continue
+            for revision in experiment.get("revs") or []:
+                runs += _run_of(revision, f"exp {revision.get('name') or experiment.get('name')}")
+    return sorted(runs, key=lambda run: run.timestamp or "", reverse=True)
+
+
+def _run_of(entry: dict[str, Any], name: str) -> list[Run]:
+    data = entry.get("data")
+    if entry.get("error") or not isinstance(data, dict):
+        return []
+    params = ((data.get("params") or {}).get("params.yaml") or {}).get("data")
+    if not isinstance(params, dict):
+        return []
+    files = {path: found["data"] for path, found in (data.get("metrics") or {}).items() if "data" in (found or {})}
+    return [Run(name, params, files, data.get("timestamp"))]
+
+
+def search_experiments(num_commits: int) -> ExperimentSearch:
+    """Finished experiments of the last `num_commits` commits, via `dvc exp show --json`."""
+    command = ["dvc", "exp", "show", "--json", "--num", str(num_commits)]
+    try:
+        shown = _run_dvc(command, DVC_TIMEOUT_SECONDS)
+        return ExperimentSearch(experiment_runs(json.loads(shown)))
+    except PipelineError as error:
+        return ExperimentSearch([], str(error))
+    except (json.JSONDecodeError, AttributeError, TypeError):
+        return ExperimentSearch([], f"`{' '.join(command)}` did not print the expected JSON")
+
+
+def run_queue_command(command: str) -> None:
+    """Queue one experiment; a refusal by DVC is the user's to fix, in one line."""
+    _run_dvc(shlex.split(command), DVC_TIMEOUT_SECONDS)
+
+
+def _run_dvc(command: list[str], timeout: float) -> str:
+    """Run a dvc command and return its stdout; PipelineError with one line when it cannot."""
+    shown = " ".join(command)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise PipelineError("dvc is not installed (scripts/setup.sh installs it)") from None
+    except subprocess.TimeoutExpired:
+        raise PipelineError(f"`{shown}` took longer than {timeout:.0f} s") from None
+    if done.returncode:
+        reason = next((line.strip() for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
+        raise PipelineError(f"`{shown}` failed: {reason}")
+    return done.stdout
+
+
+def requirement(override: str, params: dict[str, Any]) -> Requirement:
+    """Parse `key=value`, first replacing `{path}` / `{path*factor}` with the workspace's value."""
+    key, value = split_override(override)
+
+    def substitute(match: re.Match) -> str:
+        found = param_at(params, match["path"])
+        if isinstance(found, bool) or not isinstance(found, (int, float)):
+            raise PipelineError(f"override {override!r}: {{{match['path']}}} is not a number in params.yaml")
+        product = found * float(match["factor"] or 1)
+        return str(int(product)) if float(product).is_integer() else str(product)
+
+    text = f"{key}={_PLACEHOLDER.sub(substitute, value)}"
+    parsed_value = split_override(text)[1]
+    try:
+        parsed = yaml.safe_load(parsed_value)
+    except yaml.YAMLError:
+        parsed = parsed_value
+    return Requirement(key, parsed, text)
+
+
+def fits(params: dict[str, Any], requirements: list[Requirement]) -> bool:
+    return all(_same(wanted.value, _selected(params, wanted.key)) for wanted in requirements)
+
+
+def _selected(params: dict[str, Any], key: str) -> Any:
+    value = param_at(params, key)
+    # A Hydra group override (`backbone=bert`) selects the preset whose `name` is that option.
+    return value.get("name", _ABSENT) if isinstance(value, dict) else value
+
+
+def _same(wanted: Any, actual: Any) -> bool:
+    if isinstance(wanted, list) or isinstance(actual, list):
+        return (
+            isinstance(wanted, list) and isinstance(actual, list) and len(wanted) == len(actual)
+            and all(map(_same, wanted, actual))
+        )
+    if isinstance(wanted, bool) or isinstance(actual, bool):
+        return wanted is actual
+    wanted_number, actual_number = _number(wanted), _number(actual)
+    if wanted_number is not None and actual_number is not None:
+        return math.isclose(wanted_number, actual_number, rel_tol=1e-9)
+    return wanted == actual
+
+
+def _number(value: Any) -> float | None:
+    """Numbers, and strings that are numbers: YAML reads `1e-6` as text where Hydra reads a float."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def queue_command(requirements: list[Requirement]) -> str:
+    return "dvc exp run --queue " + " ".join(f"-S {shlex.quote(wanted.text)}" for wanted in requirements)

@@ -1,0 +1,149 @@
+"""The table specs of `tables.yaml`: which runs are a table's rows, which metrics its columns, and
+the paper's own numbers.
+
+A row names the model whose metrics it shows (`reports/metrics/<model>.json`) and, when the row is
+a separate DVC experiment, the parameter overrides that define that experiment. Loading validates
+the file: an unknown key, a paper number for a column the table does not have or a malformed
+override stops the report with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import PipelineError
+
+TABLES_FILE = Path("tables.yaml")
+MODELS = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D")
+ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
+# Hydra config groups of conf/: the table's backbone and the run's scale select them, never a row.
+CONTEXT_KEYS = ("scale", "backbone")
+_OVERRIDE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*(?:\.[\w-]+)*)=(?P<value>.+)$")
+_TABLE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_overrides(overrides: list[str]) -> list[str]:
+    for override in overrides:
+        match = _OVERRIDE.match(override)
+        if not match:
+            raise ValueError(f"override {override!r} is not of the form key=value")
+        if match["key"] in CONTEXT_KEYS:
+            raise ValueError(f"override {override!r}: {match['key']} is set by the table's backbone and the scale")
+    return overrides
+
+
+class ExperimentSpec(Spec):
+    """A DVC experiment, found in `dvc exp show` by its params and queued with `-S` overrides."""
+
+    overrides: list[str] = Field(min_length=1)
+    paper_overrides: list[str] = Field(
+        [], description="added at paper scale only: the papers' settings that the tiny preset must not take"
+    )
+
+    @field_validator("overrides", "paper_overrides")
+    @classmethod
+    def _check(cls, overrides: list[str]) -> list[str]:
+        return _check_overrides(overrides)
+
+
+class RowSpec(Spec):
+    label: str = Field(min_length=1)
+    model: Literal[MODELS]  # type: ignore[valid-type]
+    experiment: ExperimentSpec | None = None
+    paper: dict[str, float] = {}
+
+
+class AggregateSpec(Spec):
+    """A summary row over the table's rows: mean ± sample std of each column (the seed figure)."""
+
+    label: str = Field(min_length=1)
+    paper: dict[str, float] = {}
+
+
+class TableSpec(Spec):
+    caption: str = Field(min_length=1)
+    paper_source: str = Field(min_length=1, description="seed file and table of the paper numbers")
+    scale_note: str = Field(min_length=1, description="the setting the paper numbers were produced at")
+    backbone: Literal["bert", "roberta"] = Field(description="the backbone of the paper numbers")
+    columns: dict[str, str] = Field(min_length=1, description="metric path -> column header")
+    overrides: list[str] = Field([], description="overrides every row's run must have (e.g. MTEB on)")
+    rows: list[RowSpec] = Field(min_length=1)
+    aggregate: AggregateSpec | None = None
+    notes: list[str] = Field([], description="transcription notes printed under the table")
+
+    @field_validator("overrides")
+    @classmethod
+    def _check(cls, overrides: list[str]) -> list[str]:
+        return _check_overrides(overrides)
+
+    @model_validator(mode="after")
+    def _check_rows(self) -> "TableSpec":
+        headers = list(self.columns.values())
+        if len(set(headers)) != len(headers):
+            raise ValueError(f"column headers {headers} must be unique")
+        labels = [row.label for row in self.rows]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"row labels {labels} must be unique")
+        for index, row in enumerate(self.rows + ([self.aggregate] if self.aggregate else [])):
+            unknown = sorted(set(row.paper) - set(headers))
+            if unknown:
+                where = f"rows.{index}" if index < len(self.rows) else "aggregate"
+                raise ValueError(f"{where}.paper: unknown column {unknown[0]!r}; columns: {', '.join(headers)}")
+        return self
+
+
+class TablesFile(Spec):
+    experiment_commits: int = Field(
+        10, ge=1, description="experiments derived from this many commits back from HEAD are searched (dvc exp show -n)"
+    )
+    tables: dict[str, TableSpec] = Field(min_length=1)
+
+    @field_validator("tables")
+    @classmethod
+    def _check_ids(cls, tables: dict[str, TableSpec]) -> dict[str, TableSpec]:
+        for table_id in tables:
+            if not _TABLE_ID.match(table_id):
+                raise ValueError(f"table id {table_id!r} must be lowercase letters, digits and dashes")
+        return tables
+
+
+def split_override(override: str) -> tuple[str, str]:
+    match = _OVERRIDE.match(override)
+    assert match, override  # validated when the spec was loaded
+    return match["key"], match["value"]
+
+
+def _describe(error: ValidationError) -> str:
+    first = error.errors()[0]
+    key = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return f"unknown key '{key}'; remove it or check its spelling"
+    message = first["msg"].removeprefix("Value error, ")
+    return f"{key}: {message}" if key else message
+
+
+def parse_tables(raw: object, source: Path | str = TABLES_FILE) -> TablesFile:
+    try:
+        return TablesFile.model_validate(raw)
+    except ValidationError as error:
+        raise PipelineError(f"invalid {source}: {_describe(error)}".replace("\n", " ")) from None
+
+
+def load_tables(path: Path | str = TABLES_FILE) -> TablesFile:
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"{path} not found; the report stage reads its table specs from it")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise PipelineError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
+    return parse_tables(raw, path)

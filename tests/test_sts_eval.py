@@ -1,0 +1,197 @@
+"""The STS evaluator (SentEval protocol) and the standalone `evaluate` command."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import typer
+from scipy.stats import spearmanr
+from typer.testing import CliRunner
+
+from pipeline.data.readers import ScoredPair
+from pipeline.evaluation.embedder import HFEmbedder
+from pipeline.evaluation.sts import (
+    StsTask,
+    combine_tables,
+    embed_sentences,
+    evaluate_embedder,
+    evaluate_models,
+    format_table,
+    load_tasks,
+    score_tasks,
+    task_sentences,
+    twin,
+    uc_ensemble,
+)
+from pipeline.modeling import ensembles
+from stages import evaluate as evaluate_stage
+
+from tiny_models import save_tiny_bert
+
+SENTEVAL = Path(__file__).parents[1] / ".." / "shared" / "data" / "senteval"
+
+
+def _at_cosine(similarity: float) -> np.ndarray:
+    return np.array([similarity, math.sqrt(1 - similarity**2)])
+
+
+def _lookup_embedder(vectors: dict[str, np.ndarray]):
+    return lambda batch: np.stack([vectors[sentence] for sentence in batch])
+
+
+def test_all_is_spearman_over_concatenated_subsets_and_is_reported():
+    # Within each subset the cosines rank the pairs perfectly, across subsets they do not.
+    cosines = {"a": [0.1, 0.2, 0.3], "b": [0.0, 0.05, 0.08]}
+    golds = {"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}
+    vectors = {"reference": np.array([1.0, 0.0])}
+    subsets = {}
+    for subset, values in cosines.items():
+        subsets[subset] = [ScoredPair("reference", f"{subset}{i}", gold) for i, gold in enumerate(golds[subset])]
+        vectors.update({f"{subset}{i}": _at_cosine(value) for i, value in enumerate(values)})
+    results = evaluate_embedder(_lookup_embedder(vectors), [StsTask("STS12", subsets)])
+
+    expected_all = spearmanr(cosines["a"] + cosines["b"], golds["a"] + golds["b"]).statistic * 100
+    assert results["STS12"]["subsets"] == pytest.approx({"a": 100.0, "b": 100.0})
+    assert results["STS12"]["mean"] == pytest.approx(100.0)
+    assert results["STS12"]["all"] == pytest.approx(expected_all)
+    assert results["avg"] == round(expected_all, 2)
+    assert format_table(results).splitlines()[1].split() == [f"{expected_all:.2f}", "|", f"{expected_all:.2f}"]
+
+
+def test_pairs_with_empty_gold_lines_are_not_scored(tmp_path):
+    task_dir = tmp_path / "STS" / "STS12-en-test"
+    task_dir.mkdir(parents=True)
+    (task_dir / "STS.input.toy.txt").write_text("r\ts1\nr\ts2\nr\ts3\nr\ts4\n")
+    # Were the unscored third pair scored 0, the ranking would no longer be perfect.
+    (task_dir / "STS.gs.toy.txt").write_text("1\n2\n\n4\n")
+    vectors = {"r": np.array([1.0, 0.0])} | {f"s{i}": _at_cosine(i / 10) for i in range(1, 5)}
+    (task,) = load_tasks(tmp_path, ["STS12"])
+    assert len(task.subsets["toy"]) == 3
+    assert evaluate_embedder(_lookup_embedder(vectors), [task])["STS12"]["all"] == pytest.approx(100.0)
+
+
+def test_max_pairs_keeps_the_first_pairs_of_each_task():
+    tasks = load_tasks(SENTEVAL, ["STS13", "SICKRelatedness"], max_pairs=200)
+    assert {name: len(pairs) for name, pairs in tasks[0].subsets.items()} == {"FNWN": 189, "headlines": 11}
+    assert len(tasks[1].subsets["test"]) == 200
+
+
+@pytest.fixture(scope="module")
+def tiny_berts(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("tiny-bert")
+    return save_tiny_bert(root / "I", seed=1), save_tiny_bert(root / "II", seed=2)
+
+
+@pytest.fixture(scope="module")
+def stsb_sample() -> list[StsTask]:
+    return load_tasks(SENTEVAL, ["STSBenchmark"], max_pairs=24)
+
+
+class CountingEmbedder:
+    """Wraps an embedder and counts the sentences it was asked to encode."""
+
+    def __init__(self, embedder):
+        self.embedder, self.encoded = embedder, 0
+
+    def __call__(self, batch):
+        self.encoded += len(batch)
+        return self.embedder(batch)
+
+
+def _bag_of_characters(batch: list[str]) -> np.ndarray:
+    """A deterministic embedder whose output does not depend on the batch it is in."""
+    return np.stack([np.bincount(np.frombuffer(s.encode(), np.uint8), minlength=256) for s in batch]).astype(np.float32)
+
+
+def test_dedup_and_length_sorting_match_naive_per_pair_encoding(stsb_sample):
+    pairs = stsb_sample[0].subsets["test"]
+    naive_cosines = [
+        torch.cosine_similarity(*(torch.from_numpy(_bag_of_characters([s])) for s in (p.sentence1, p.sentence2))).item()
+        for p in pairs
+    ]
+    naive = spearmanr(naive_cosines, [pair.score for pair in pairs]).statistic * 100
+
+    counting = CountingEmbedder(_bag_of_characters)
+    results = evaluate_embedder(counting, stsb_sample, batch_size=16)
+    assert results["STSBenchmark"]["test"] == pytest.approx(naive, abs=1e-9)
+    assert counting.encoded == len(set(task_sentences(stsb_sample))) < 2 * len(pairs)
+
+
+def test_padded_batches_embed_like_single_sentences(tiny_berts, stsb_sample):
+    sentences = task_sentences(stsb_sample)[:6]
+    for pooler in ("cls", "avg_first_last"):  # one [CLS]-based and one masked-mean pooler
+        embedder = HFEmbedder(tiny_berts[0], pooler=pooler)
+        single = torch.cat([embedder([sentence]) for sentence in sentences])
+        torch.testing.assert_close(embedder(sentences), single, atol=1e-5, rtol=1e-4)
+
+
+def test_twin_table_is_the_sum_of_its_towers_and_each_tower_is_encoded_once(tiny_berts, stsb_sample):
+    towers = {str(path): CountingEmbedder(HFEmbedder(path)) for path in tiny_berts}
+    first, second = towers
+    results = evaluate_models(
+        {"I": [(first, 1.0)], "twin": twin(first, second), "uc": uc_ensemble(first, second, first, 0.7)},
+        stsb_sample,
+        make_embedder=towers.__getitem__,
+        batch_size=16,
+    )
+    unique = len(task_sentences(stsb_sample))
+    assert [tower.encoded for tower in towers.values()] == [unique, unique]
+
+    sentences = task_sentences(stsb_sample)
+    table_i, table_ii = (embed_sentences(tower.embedder, sentences, batch_size=16) for tower in towers.values())
+    assert results["I"] == score_tasks(table_i, stsb_sample)
+    summed = combine_tables([table_i, table_ii], [weight for _, weight in twin(first, second)])
+    np.testing.assert_array_equal(summed.lookup(sentences), table_i.lookup(sentences) + table_ii.lookup(sentences))
+    assert results["twin"] == score_tasks(summed, stsb_sample)
+
+    # The UC weights reproduce the tensor formula of pipeline.modeling.ensembles.
+    h_i, h_ii = (torch.from_numpy(table.lookup(sentences)) for table in (table_i, table_ii))
+    uc_table = combine_tables([table_i, table_ii, table_i], [weight for _, weight in uc_ensemble(first, second, first, 0.7)])
+    np.testing.assert_allclose(uc_table.lookup(sentences), ensembles.uc_ensemble(h_i, h_ii, h_i, 0.7).numpy(), rtol=1e-5)
+    assert results["uc"] == score_tasks(uc_table, stsb_sample)
+
+
+def _cli() -> typer.Typer:
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.command()(evaluate_stage.command)
+    return app
+
+
+def _run(*args: str):
+    return CliRunner().invoke(_cli(), list(args))
+
+
+def test_command_on_tiny_random_berts_gives_finite_scores(tiny_berts, tmp_path):
+    output = tmp_path / "metrics" / "twin.json"
+    model_args = [arg for path in tiny_berts for arg in ("--model", str(path))]
+    result = _run(*model_args, "--senteval", str(SENTEVAL), "--max-pairs", "20", "--device", "cpu", "--output", str(output))
+    assert result.exit_code == 0, result.output
+    results = json.loads(output.read_text())
+    assert list(results) == ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg"]
+    assert set(results["STSBenchmark"]) == {"test"} and set(results["STS12"]) == {"all", "mean", "subsets"}
+    assert math.isfinite(results["avg"]) and "Avg." in result.stdout
+    assert not list(output.parent.glob(".*"))  # no temporary file left beside the output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "no/such/folder"], "model folder no/such/folder does not exist"),
+        (["--model", "MODEL", "--tasks", "STS99"], "unknown STS task 'STS99'"),
+        (["--model", "MODEL", "--pooler", "max"], "--pooler=max is not a known pooler"),
+        (["--model", "MODEL", "--senteval", "nowhere"], "SentEval data folder nowhere does not exist; run `dvc repro download`"),
+    ],
+)
+def test_command_errors_are_one_line_with_exit_code_2(tiny_berts, tmp_path, args, message):
+    args = [str(tiny_berts[0]) if arg == "MODEL" else arg for arg in args]
+    if "--senteval" not in args:
+        args += ["--senteval", str(SENTEVAL)]
+    result = _run(*args, "--output", str(tmp_path / "out.json"))
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out.json").exists()
