@@ -18,8 +18,15 @@ from pipeline.errors import PipelineError
 
 PARAMS_FILE = Path("params.yaml")
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+# The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
 LOSS_TERMS = ("nce", "icnce", "ictn")
+CROSS_OUTPUTS = ("last", "mean")
+
+
+def allowed_cael_values(num_layers: int) -> list[int]:
+    """0 (TNCSE) or a divisor of the layer count: CAELs are evenly spaced."""
+    return [0] + [count for count in range(1, num_layers + 1) if num_layers % count == 0]
 
 
 class Section(BaseModel):
@@ -106,7 +113,7 @@ class TrainSettings(OptimSettings):
 
     lr: float = Field(1e-6, gt=0)
     cael: int = Field(0, ge=0, description="cross-attention encoder layers; must divide the layer count")
-    cross_outputs: Literal["last", "mean"] = "last"
+    cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
     losses: list[Literal[LOSS_TERMS]] = list(LOSS_TERMS)  # type: ignore[valid-type]
     norm_factor: float = Field(0.5, gt=0, description="the released code's division of the norm loss by 2")
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
@@ -133,6 +140,7 @@ class EvalSettings(Section):
     batch_size: int = Field(128, ge=1)
     max_length: int = Field(128, ge=4)
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
+    cost_length: int = Field(64, ge=1, description="tokens per sentence for the inference-cost count (GMACs, η)")
     mteb: MtebSettings = MtebSettings()
 
 
@@ -154,7 +162,7 @@ class Params(Section):
     def _check_combinations(self) -> "Params":
         layers = self.backbone.num_layers
         if self.train.cael and layers % self.train.cael:
-            allowed = ", ".join(str(c) for c in [0] + [c for c in range(1, layers + 1) if layers % c == 0])
+            allowed = ", ".join(map(str, allowed_cael_values(layers)))
             raise ValueError(
                 f"train.cael={self.train.cael} does not divide the {layers} encoder layers of "
                 f"backbone '{self.backbone.name}'; allowed: {allowed}"

@@ -14,6 +14,8 @@ CHECKPOINTS = DATA / "checkpoints"
 REPORTS = Path("reports")
 TRAINING_REPORTS = REPORTS / "training"
 METRICS = REPORTS / "metrics"
+ANALYSIS = REPORTS / "analysis"
+TABLES = REPORTS / "tables"
 
 
 def rtt_file(tower: str) -> Path:

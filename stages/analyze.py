@@ -1,14 +1,104 @@
 """Alignment/uniformity, CLS energy, norm statistics, attention sink and inference cost.
 
-Reads the evaluated models and STS-B; writes reports/analysis/*.json and plot data."""
+Reads params.yaml (eval.max_pairs, eval.batch_size, eval.max_length, eval.pooler, device), the
+pipeline's models (`pipeline.evaluation.models.pipeline_models`; those not trained yet are skipped
+with a log line, the backbone is required), STS-B test (data/raw/senteval) and each model's 7-STS
+average from reports/metrics/<model>.json. Writes reports/analysis/<model>.json and the plot data
+align_uniform.csv, cls_energy.csv, cosine_density_<lo>-<hi>.csv, norm_histogram.csv.
+
+Per model JSON: alignment (STS-B test pairs with gold >= 4), uniformity (every distinct STS-B test
+sentence, t = 2), e_cls (per layer; for an ensemble the unweighted mean over its towers, each
+tower's list under e_cls_towers), e_cls_mean, norms and attention_sink (an ensemble: one entry
+per tower folder), gmacs (one forward pass at seq_len tokens, every tower), gmacs_linear (the
+Linear layers only, what thop counts in JTCSE Table VII), eta = avg / gmacs (null without metrics).
+norm_histogram.csv is the joint model's two towers pooled (the h^P the norm loss constrains), or
+the backbone while no joint model exists (a log line says which)."""
 
 from pathlib import Path
 
-from stages.common import ParamsOption, not_implemented, stage
+
+from stages.common import ParamsOption, stage, summary
 
 NAME = "analyze"
 
 
 @stage
-def command(params: Path = ParamsOption) -> None:
-    not_implemented(NAME, 6)
+def command(
+    params: Path = ParamsOption,
+) -> None:
+    import json
+    import logging
+
+    import pandas as pd
+
+    from pipeline import paths
+    from pipeline.paths import ANALYSIS
+    from pipeline.data.sources import write_text_atomic
+    from pipeline.errors import PipelineError
+    from pipeline.evaluation.analysis import analyze_models
+    from pipeline.evaluation.embedder import HFEmbedder
+    from pipeline.evaluation.models import pipeline_models, split_available
+    from pipeline.evaluation.sts import load_tasks
+    from pipeline.training import resolve_device
+    from stages.common import params_from
+
+    log = logging.getLogger(NAME)
+    settings = params_from(params)
+    evaluation = settings.eval
+    if not paths.SENTEVAL.is_dir():
+        raise PipelineError(f"SentEval data folder {paths.SENTEVAL} does not exist; run `dvc repro download`")
+    models, skipped = split_available(pipeline_models(settings))
+    if "backbone" not in models:
+        raise PipelineError(f"backbone folder {paths.BACKBONE} does not exist; run `dvc repro download`")
+    for name, missing in skipped.items():
+        log.info("%s: skipping %s: %s not trained yet", NAME, name, ", ".join(missing))
+
+    (stsb,) = load_tasks(paths.SENTEVAL, ["STSBenchmark"], evaluation.max_pairs)
+    pairs = stsb.subsets["test"]
+    scores = {name: _average(paths.METRICS / f"{name}.json") for name in models}
+    device = resolve_device(settings.device)
+    seq_len = evaluation.cost_length
+
+    def make_embedder(tower: str) -> HFEmbedder:
+        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, settings.device)
+
+    analysis = analyze_models(
+        models, pairs, make_embedder, scores, evaluation.batch_size, evaluation.max_length, device, seq_len
+    )
+
+    def write_csv(file: str, rows: list[dict]) -> None:
+        write_text_atomic(ANALYSIS / file, pd.DataFrame(rows).to_csv(index=False))
+
+    for name, report in analysis.reports.items():
+        write_text_atomic(ANALYSIS / f"{name}.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
+    write_csv("align_uniform.csv", analysis.align_uniform_table())
+    write_csv("cls_energy.csv", analysis.cls_energy_table())
+    for label, rows in analysis.cosine_density_tables().items():
+        write_csv(f"cosine_density_{label}.csv", rows)
+    joint = [tower for tower, _ in models["joint"]] if "joint" in models else None
+    norm_towers = joint or [tower for tower, _ in models["backbone"]]
+    write_csv("norm_histogram.csv", analysis.norm_histogram_table(norm_towers))
+    log.info("%s: norm_histogram.csv holds the norms of %s", NAME, " + ".join(norm_towers))
+
+    backbone = analysis.reports["backbone"]
+    summary(
+        NAME,
+        f"{len(models)} of {len(models) + len(skipped)} models on {len(pairs)} STS-B pairs ({len(skipped)} not trained yet); backbone: "
+        f"alignment {_fmt(backbone['alignment'])}, uniformity {backbone['uniformity']:.3f}, "
+        f"E_CLS {backbone['e_cls_mean']:.4f}, {backbone['gmacs']:.2f} GMAC at {seq_len} tokens, "
+        f"eta {_fmt(backbone['eta'])} -> {ANALYSIS}/",
+    )
+
+
+def _average(path: Path) -> float | None:
+    """The 7-STS average ("avg") of a metrics file, None when the model has not been evaluated."""
+    import json
+
+    if not path.is_file():
+        return None
+    value = json.loads(path.read_text()).get("avg")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

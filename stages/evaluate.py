@@ -1,8 +1,13 @@
 """Evaluate a model on the 7 STS tasks (SentEval protocol): Spearman × 100 of cosine similarity.
 
-`--model` twice evaluates a twin (the sum of the two towers' embeddings). Prints the table and
-writes the scores as JSON: per task {"all", "mean", "subsets"} (STS12–16) or {"test"} (STS-B,
-SICK-R), and "avg", the 7-task average."""
+Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
+pipeline's models (backbone, pretrain-I, pretrain-II, ensemble, joint, joint-D, uc, uc-D) with the
+eval settings of params.yaml, MTEB included when eval.mteb.enabled, and writes
+reports/metrics/<model>.json.
+
+Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
+`--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
+(STS12–16) or {"test"} (STS-B, SICK-R), and "avg", the 7-task average."""
 
 import json
 from pathlib import Path
@@ -10,12 +15,7 @@ from pathlib import Path
 import typer
 
 from pipeline.config import EvalSettings
-from pipeline.data.sources import write_text_atomic
-from pipeline.errors import PipelineError
-from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
-from pipeline.evaluation.sts import evaluate_models, format_table, load_tasks
-from pipeline.modeling.encoder import POOLERS, validate_pooler
-from stages.common import stage, summary
+from stages.common import ParamsOption, params_from, stage, summary
 
 NAME = "evaluate"
 DEFAULTS = EvalSettings()
@@ -23,16 +23,48 @@ DEFAULTS = EvalSettings()
 
 @stage
 def command(
-    model: list[str] = typer.Option(..., "--model", help="model folder or hub id; give two for a twin (sum of towers)"),
-    output: Path = typer.Option(..., "--output", help="the scores as JSON"),
-    pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help=", ".join(POOLERS)),
+    name: str | None = typer.Option(None, "--name", help="pipeline mode: a model of the pipeline, settings from params.yaml"),
+    model: list[str] | None = typer.Option(None, "--model", help="model folder or hub id; give two for a twin (sum of towers)"),
+    output: Path | None = typer.Option(None, "--output", help="the scores as JSON (standalone mode)"),
+    pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2"),
     tasks: list[str] = typer.Option(list(DEFAULTS.tasks), "--tasks", help="STS task, repeatable; default all seven"),
     max_pairs: int | None = typer.Option(None, "--max-pairs", min=1, help="first N pairs of each task; default all"),
     senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    params: Path = ParamsOption,
 ) -> None:
+    from pipeline import paths
+    from pipeline.data.sources import write_text_atomic
+    from pipeline.errors import PipelineError
+    from pipeline.evaluation.sts import format_table
+
+    if name is not None:
+        if model or output:
+            raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
+        from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
+
+        results = evaluate_pipeline_model(name, params_from(params))
+        output = paths.METRICS / f"{name}.json"
+        label = name
+    else:
+        if not model or output is None:
+            raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
+        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
+        label = " + ".join(model)
+    typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
+    write_text_atomic(output, json.dumps(results, indent=2) + "\n")
+    mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
+    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
+
+
+def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device) -> dict:
+    from pipeline.errors import PipelineError
+    from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
+    from pipeline.evaluation.sts import evaluate_models, load_tasks
+    from pipeline.modeling.encoder import validate_pooler
+
     if len(model) > 2:
         raise PipelineError(f"--model given {len(model)} times; give one model or the two towers of a twin")
     validate_pooler(pooler, "--pooler")
@@ -44,7 +76,4 @@ def command(
     def make_embedder(source: str) -> HFEmbedder:
         return HFEmbedder(source, pooler, max_length, batch_size, device)
 
-    results = evaluate_models({"model": [(source, 1.0) for source in sources]}, sts_tasks, make_embedder, batch_size)["model"]
-    typer.echo(format_table(results))
-    write_text_atomic(output, json.dumps(results, indent=2) + "\n")
-    summary(NAME, f"{' + '.join(model)} ({pooler}): avg {results['avg']:.2f} over {len(sts_tasks)} tasks -> {output}")
+    return evaluate_models({"model": [(source, 1.0) for source in sources]}, sts_tasks, make_embedder, batch_size)["model"]

@@ -156,6 +156,22 @@ def test_twin_table_is_the_sum_of_its_towers_and_each_tower_is_encoded_once(tiny
     assert results["uc"] == score_tasks(uc_table, stsb_sample)
 
 
+def test_tower_tables_persist_in_the_cache_and_are_reused(tiny_berts, stsb_sample, tmp_path):
+    towers = {str(path): CountingEmbedder(HFEmbedder(path)) for path in tiny_berts}
+    first, second = towers
+    cache = tmp_path / "embeddings"
+    alone = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
+    assert len(list(cache.glob("*.npz"))) == 1
+    encoded_once = towers[first].encoded
+    both = evaluate_models({"twin": twin(first, second)}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
+    assert towers[first].encoded == encoded_once  # tower I came from the cache
+    assert towers[second].encoded == encoded_once
+    uncached = evaluate_models({"I": [(first, 1.0)], "twin": twin(first, second)}, stsb_sample, towers.__getitem__, 16)
+    assert uncached == {**alone, **both}
+    other_settings = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "avg")
+    assert other_settings == alone and len(list(cache.glob("*.npz"))) == 3
+
+
 def _cli() -> typer.Typer:
     app = typer.Typer(pretty_exceptions_enable=False)
     app.command()(evaluate_stage.command)

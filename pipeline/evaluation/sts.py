@@ -19,6 +19,7 @@ which is the level at which SentEval's own result changes with hardware or batch
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
+from pipeline.data.sources import atomic_path, sha256_of
 
 log = logging.getLogger(__name__)
 
@@ -191,19 +193,58 @@ def evaluate_embedder(embedder: Embedder, tasks: Sequence[StsTask], batch_size: 
     return score_tasks(embed_sentences(embedder, task_sentences(tasks), batch_size, description), tasks)
 
 
+def _cached_table(cache_dir: Path, key: str, compute: Callable[[], EmbeddingTable]) -> EmbeddingTable:
+    """An embedding table stored under its content key, so stages that share a tower encode it once."""
+    path = cache_dir / f"{key}.npz"
+    if path.is_file():
+        with np.load(path, allow_pickle=False) as stored:
+            sentences = stored["sentences"].tolist()
+            return EmbeddingTable({sentence: row for row, sentence in enumerate(sentences)}, stored["vectors"])
+    table = compute()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as temporary:
+        with temporary.open("wb") as handle:  # np.savez on a path would append ".npz"
+            np.savez(handle, sentences=np.array(list(table.index)), vectors=table.vectors)
+    return table
+
+
+def tower_key(tower: str, sentences: Sequence[str], settings: str) -> str:
+    """Content key of a tower's embeddings: its weights (or hub id), the sentences and the embedder settings."""
+    digest = hashlib.sha256(settings.encode())
+    weights = sorted(Path(tower).rglob("*.safetensors")) if Path(tower).is_dir() else []
+    for path in weights:
+        digest.update(sha256_of(path).encode())
+    if not weights:
+        digest.update(tower.encode())
+    digest.update("\n".join(sorted(set(sentences))).encode())
+    return digest.hexdigest()[:32]
+
+
 def evaluate_models(
     models: Mapping[str, WeightedTowers],
     tasks: Sequence[StsTask],
     make_embedder: Callable[[str], Embedder],
     batch_size: int = 64,
+    cache_dir: Path | None = None,
+    embedder_settings: str = "",
 ) -> dict[str, dict]:
-    """Scores of each named model; every distinct tower is encoded once and shared by the models using it."""
+    """Scores of each named model; every distinct tower is encoded once and shared by the models using it.
+
+    With `cache_dir`, tower tables persist there under `tower_key` (`embedder_settings` names the
+    pooler, length, ... that shape them), so separate runs or stages reuse them too.
+    """
     sentences = task_sentences(tasks)
     towers = dict.fromkeys(tower for members in models.values() for tower, _ in members)
-    tables = {
-        tower: embed_sentences(make_embedder(tower), sentences, batch_size, description="/".join(Path(tower).parts[-2:]))
-        for tower in towers
-    }
+
+    def table_of(tower: str) -> EmbeddingTable:
+        def compute() -> EmbeddingTable:
+            return embed_sentences(make_embedder(tower), sentences, batch_size, description="/".join(Path(tower).parts[-2:]))
+
+        if cache_dir is None:
+            return compute()
+        return _cached_table(cache_dir, tower_key(tower, sentences, embedder_settings), compute)
+
+    tables = {tower: table_of(tower) for tower in towers}
     return {
         name: score_tasks(combine_tables([tables[tower] for tower, _ in members], [weight for _, weight in members]), tasks)
         for name, members in models.items()

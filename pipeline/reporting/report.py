@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.data.sources import write_text_atomic
-from pipeline.paths import REPORTS
+from pipeline.paths import TABLES
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.tables import Table
 
-TABLES = REPORTS / "tables"
 TABLE_SUFFIXES = (".md", ".csv", ".tex")
 
 

@@ -21,12 +21,11 @@ from typing import Any
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.paths import METRICS, REPORTS
+from pipeline.paths import ANALYSIS, METRICS
 from pipeline.reporting.spec import ANALYSIS_PREFIX, split_override
 
 log = logging.getLogger(__name__)
 
-ANALYSIS = REPORTS / "analysis"
 DVC_TIMEOUT_SECONDS = 600
 # An experiment's executor state when it finished; None: run in the workspace with `dvc exp run`.
 # Queued, running and failed experiments list the baseline's metrics files, so they must not count.

@@ -215,18 +215,23 @@ class _RoundTrip:
     def _translate_batch(self, leg: Leg, batch: list[str]) -> _BatchOutcome:
         outcome = _BatchOutcome()
         try:
-            lines = self._request(leg, batch, outcome)
-            if lines is not None:
-                outcome.translations = dict(zip(batch, lines))
-            elif len(batch) > 1:
-                outcome.unpacked = True
-                for text in batch:
-                    if (single := self._request(leg, [text], outcome)) is not None:
-                        outcome.translations[text] = single[0]
+            self._translate_halving(leg, batch, outcome)
         except _RetriesExhausted:
             pass  # the backend keeps refusing; asking sentence by sentence would only add load
         outcome.failed = [text for text in batch if text not in outcome.translations]
         return outcome
+
+    def _translate_halving(self, leg: Leg, texts: list[str], outcome: _BatchOutcome) -> None:
+        """Translate a packed batch; an unusable (misaligned) answer is asked again in halves, down to
+        single sentences, so one troublesome sentence costs ~2·log2(batch) requests, not one per sentence."""
+        lines = self._request(leg, texts, outcome)
+        if lines is not None:
+            outcome.translations.update(zip(texts, lines))
+        elif len(texts) > 1:
+            outcome.unpacked = True
+            middle = len(texts) // 2
+            self._translate_halving(leg, texts[:middle], outcome)
+            self._translate_halving(leg, texts[middle:], outcome)
 
     def _request(self, leg: Leg, texts: list[str], outcome: _BatchOutcome) -> list[str] | None:
         """One request, retried with backoff: a line per text, or None if the answer is unusable."""

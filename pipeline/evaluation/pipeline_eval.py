@@ -1,0 +1,67 @@
+"""Evaluate one of the pipeline's models (DESIGN.md §2) as its `evaluate@<model>` stage does.
+
+The 7 STS tasks under the SentEval protocol, and MTEB when `eval.mteb.enabled`: the local STS-B
+task built from the mirror's original files when `eval.mteb.local`, else mteb's own tasks (the
+papers' "3 Avg." STS tasks and the zero-shot suites in `eval.mteb.zero_shot_tasks`). Tower
+embeddings are cached under data/cache/embeddings/, so an ensemble reuses its towers' work.
+"""
+
+from __future__ import annotations
+
+from pipeline import paths
+from pipeline.config import Params
+from pipeline.errors import PipelineError
+from pipeline.evaluation.embedder import HFEmbedder
+from pipeline.evaluation.models import pipeline_models
+from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_models, load_tasks
+
+EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
+
+
+def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:
+    """Σ_i w_i · tower_i(sentences): an ensemble as one Embedder (for MTEB)."""
+    members = [(make_embedder(tower), weight) for tower, weight in towers]
+
+    def embed(sentences: list[str]):
+        return sum(weight * embedder(sentences) for embedder, weight in members)
+
+    return embed
+
+
+def mteb_scores(params: Params, towers: WeightedTowers, make_embedder) -> dict[str, float]:
+    from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark, english_sts_tasks, run_mteb
+
+    settings = params.eval.mteb
+    if settings.local:
+        tasks = [LocalSTSBenchmark(paths.ORIGINAL_BENCHMARKS / "STSBenchmark", params.eval.max_pairs)]
+    else:
+        import mteb
+
+        tasks = english_sts_tasks(settings.sts_tasks) + (list(mteb.get_tasks(tasks=settings.zero_shot_tasks)) if settings.zero_shot_tasks else [])
+    scores = run_mteb(ensemble_embedder(towers, make_embedder), tasks, params.eval.batch_size)
+    sts = [scores[name] for name in settings.sts_tasks if name in scores]
+    return {**scores, **({"avg": sum(sts) / len(sts)} if sts else {})}
+
+
+def evaluate_pipeline_model(name: str, params: Params) -> dict:
+    models = pipeline_models(params)
+    if name not in models:
+        raise PipelineError(f"--name {name} is not a model of the pipeline; models: {', '.join(models)}")
+    towers = models[name]
+    missing = [tower for tower, _ in towers if not (paths.DATA.parent / tower).exists()]
+    if missing:
+        raise PipelineError(f"model '{name}' needs {', '.join(map(str, missing))}, which does not exist yet; run `dvc repro`")
+    settings = params.eval
+
+    def make_embedder(tower: str) -> HFEmbedder:
+        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device)
+
+    tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs)
+    results = evaluate_models(
+        {name: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE,
+        embedder_settings=f"{settings.pooler}|{settings.max_length}",
+    )[name]
+    if settings.mteb.enabled:
+        results["mteb"] = mteb_scores(params, towers, make_embedder)
+    return {**results, "model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler,
+            "max_pairs": settings.max_pairs}

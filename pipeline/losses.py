@@ -1,0 +1,251 @@
+"""Losses of SimCSE, GS-InfoNCE, TNCSE and JTCSE, vectorised over the batch.
+
+Layout: a tower's 2N views are interleaved, rows 2k and 2k+1 being the two dropout views of
+sentence k. Twin stacks are (2, 2N, d), index 0 = tower I, 1 = tower II (`TwinOutput`). sim is
+cosine similarity, τ = 0.05. NCE and ICNCE read h^L (last-layer [CLS]); the tensor-norm loss reads
+h^L for its cosine and h^P (pooler output) for its norms; JTCSE's ICNCE also reads the cross
+outputs c.
+
+Every InfoNCE-type loss accepts tensors already gathered across DDP ranks
+(`pipeline.modeling.gather_with_grad`, `TwinOutput.gather`): in-batch negatives are whatever
+rows it is given.
+
+Readings of the equations, where the papers leave room (see also docs/method.md):
+- Tensor-norm loss (TNCSE Eq. 6, JTCSE Eq. 13): the papers write the cosine factor as
+  sim(h_I^L, h_II^L) in both directions; we read it, as DESIGN.md does, as the cosine of the same
+  pair the norm term compares, cos(h_i^L[2k], h_j^L[2k+1]). The factor −log(cos) is not detached
+  (neither paper mentions a stop-gradient), so the loss also trains h^L. A cosine ≤ 0 becomes the
+  constant 1e-4 (no gradient through it); cosines in (0, 1e-4) are kept. Each direction is
+  multiplied by `factor` = 0.5 by default because the released code divides by 2.
+- ICNCE (TNCSE Eq. 5): in the 2N×2N matrix between two towers the same-row entries
+  sim(a[i], b[i]) are masked like self-similarities in L_NCE, and row i's target is the other
+  view i^1 of the same sentence in the other tower. Rows are the first argument's vectors, so
+  ICNCE(a, b) ≠ ICNCE(b, a); that asymmetry is what JTCSE's direction R picks (Eq. 12).
+- JTCSE's R ∈ {0, 1} (Eq. 12) selects one direction, so only that direction's two ICNCE terms
+  are computed.
+- GS-InfoNCE (GS-InfoNCE Eq. 2): λ·Σ_k exp(sim(g_k, h_i)/τ) is appended as M extra logits
+  sim(g_k, h_i)/τ + log λ; M defaults to 3 × the number of sentences the loss sees (N, not the 2N
+  views); fresh noise is drawn on every call.
+"""
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+from torch.nn import functional as F
+
+from pipeline.config import LOSS_TERMS
+from pipeline.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pipeline.modeling.twin import TwinOutput
+
+# Switchable terms of the twin objectives (the loss-ablation tables); "ictn" is ICTM in JTCSE.
+TEMPERATURE = 0.05
+NORM_FACTOR = 0.5  # the released TNCSE/JTCSE code divides each tensor-norm term by 2
+MIN_COSINE = 1e-4
+
+
+class LossTerms(NamedTuple):
+    total: torch.Tensor
+    terms: dict[str, torch.Tensor]  # each switched-on term, for logging
+
+
+def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sim(a_i, b_j) for all pairs: (R, d), (C, d) -> (R, C), in float32 even under autocast
+    (with τ = 0.05, bf16 rounding of the cosines would move the logits by about 0.1)."""
+    with torch.autocast(a.device.type, enabled=False):
+        return F.normalize(a.float(), dim=-1) @ F.normalize(b.float(), dim=-1).T
+
+
+@dataclass
+class GaussianNegatives:
+    """GS-InfoNCE's extra negatives (GS-InfoNCE Eq. 2).
+
+    ℓ_i = −log( e^{sim(h_i,h_i^+)/τ} / ( Σ_j e^{sim(h_j,h_i)/τ} + λ·Σ_{k=1..M} e^{sim(g_k,h_i)/τ} ) ),
+    g_k ~ N(μ, σ²) of the embedding size; never positives. Pass it as `gaussian=` to any
+    InfoNCE-type loss. `count` is M (None = 3 × sentences in the batch; 0 = plain InfoNCE exactly),
+    `weight` is λ; `generator` makes the noise reproducible (it may live on another device).
+    """
+
+    count: int | None = None
+    mean: float = 0.0
+    std: float = 1.0
+    weight: float = 1.0
+    generator: torch.Generator | None = None
+
+    def __post_init__(self):
+        if self.count is not None and self.count < 0:
+            raise PipelineError(f"gaussian.count={self.count} is negative; allowed: an integer >= 0 or null")
+        if self.std <= 0:
+            raise PipelineError(f"gaussian.std={self.std} is not positive; allowed: a number > 0")
+        if self.weight <= 0:
+            raise PipelineError(f"gaussian.weight={self.weight} is not positive; allowed: a number > 0")
+
+    def logits(self, anchors: torch.Tensor, temperature: float, num_sentences: int) -> torch.Tensor:
+        """sim(g_k, h_i)/τ + log λ for every anchor row and noise vector: (R, M)."""
+        count = 3 * num_sentences if self.count is None else self.count
+        device = anchors.device if self.generator is None else self.generator.device
+        noise = torch.normal(
+            self.mean, self.std, (count, anchors.shape[-1]), generator=self.generator, device=device
+        ).to(anchors)
+        return cosine_matrix(anchors, noise) / temperature + math.log(self.weight)
+
+
+def _cross_entropy(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    anchors: torch.Tensor,
+    temperature: float,
+    gaussian: GaussianNegatives | None,
+    num_sentences: int,
+) -> torch.Tensor:
+    if gaussian is not None:
+        logits = torch.cat([logits, gaussian.logits(anchors, temperature, num_sentences)], dim=1)
+    return F.cross_entropy(logits, targets)
+
+
+def info_nce(
+    anchors: torch.Tensor,
+    positives: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    gaussian: GaussianNegatives | None = None,
+) -> torch.Tensor:
+    """Unsupervised SimCSE's InfoNCE (SimCSE Eq. 4, GS-InfoNCE Eq. 1, TNCSE Eq. 4).
+
+    ℓ_i = −log( e^{sim(z_i, z_i^+)/τ} / Σ_{j=1..N} e^{sim(z_i, z_j^+)/τ} ), averaged over i:
+    the N×N logits sim(anchors_i, positives_j)/τ with the diagonal as targets.
+    """
+    logits = cosine_matrix(anchors, positives) / temperature
+    targets = torch.arange(len(anchors), device=anchors.device)
+    return _cross_entropy(logits, targets, anchors, temperature, gaussian, len(anchors))
+
+
+def icnce(
+    views_a: torch.Tensor,
+    views_b: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    gaussian: GaussianNegatives | None = None,
+) -> torch.Tensor:
+    """Interaction-constrained InfoNCE, ICNCE(a, b) (TNCSE Eq. 5, JTCSE Eq. 12's terms).
+
+    Over the 2N interleaved views of two towers, with p(i) = i XOR 1 the other view of i's sentence:
+    ℓ_i = −log( e^{sim(a_i, b_p(i))/τ} / Σ_{j≠i} e^{sim(a_i, b_j)/τ} ), averaged over the 2N rows;
+    the same-row entry sim(a_i, b_i) is masked (−∞).
+    """
+    logits = cosine_matrix(views_a, views_b) / temperature
+    rows = torch.arange(len(views_a), device=views_a.device)
+    logits = logits.masked_fill(rows[:, None] == rows[None, :], float("-inf"))
+    return _cross_entropy(logits, rows ^ 1, views_a, temperature, gaussian, len(views_a) // 2)
+
+
+def twin_info_nce(
+    views: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    gaussian: GaussianNegatives | None = None,
+) -> torch.Tensor:
+    """One tower's L_NCE(h_i^L, h_i^{L+}) in the twin stage (TNCSE Eq. 4/8, JTCSE Eq. 11/15).
+
+    The 2N×2N cosine matrix of the tower's own views, self-similarities masked (−∞), row 2k's
+    target 2k+1 and vice versa: ICNCE with both sides from the same tower.
+    """
+    return icnce(views, views, temperature, gaussian)
+
+
+def tensor_norm_loss(
+    last_i: torch.Tensor,
+    last_j: torch.Tensor,
+    pooled_i: torch.Tensor,
+    pooled_j: torch.Tensor,
+    factor: float = NORM_FACTOR,
+) -> torch.Tensor:
+    """L_TN(h_i, h_j^+) of tower i against tower j (TNCSE Eq. 6, JTCSE Eq. 13 as L_TMC).
+
+    For the N sentences k, with a = h_i^P[2k], b = h_j^P[2k+1] and s = cos(h_i^L[2k], h_j^L[2k+1])
+    (s ≤ 0 replaced by 1e-4):
+        L_TN = factor · mean_k( −log(s) · ‖a − b‖ / (‖a‖ + ‖b‖) ),
+    `factor` = 0.5 because the released code divides by 2.
+    """
+    cosine = F.cosine_similarity(last_i[0::2], last_j[1::2], dim=-1)
+    cosine = torch.where(cosine > 0, cosine, torch.full_like(cosine, MIN_COSINE))
+    anchor, positive = pooled_i[0::2], pooled_j[1::2]
+    norm_ratio = (anchor - positive).norm(dim=-1) / (anchor.norm(dim=-1) + positive.norm(dim=-1))
+    return factor * (-cosine.log() * norm_ratio).mean()
+
+
+def ictn(last_cls: torch.Tensor, pooler_output: torch.Tensor, factor: float = NORM_FACTOR) -> torch.Tensor:
+    """ICTN (TNCSE Eq. 7) = ICTM (JTCSE Eq. 14) = L_TN(h_I, h_II^+) + L_TN(h_II, h_I^+); (2, 2N, d) stacks."""
+    (h_I, h_II), (p_I, p_II) = last_cls, pooler_output
+    return tensor_norm_loss(h_I, h_II, p_I, p_II, factor) + tensor_norm_loss(h_II, h_I, p_II, p_I, factor)
+
+
+def draw_direction(generator: torch.Generator | None = None) -> int:
+    """JTCSE's binary random number R ∈ {0, 1} (Eq. 12), drawn once per step."""
+    return int(torch.randint(0, 2, (1,), generator=generator, device="cpu" if generator is None else generator.device))
+
+
+def joint_icnce(
+    last_cls: torch.Tensor,
+    cross_cls: torch.Tensor,
+    direction: int,
+    temperature: float = TEMPERATURE,
+    gaussian: GaussianNegatives | None = None,
+) -> torch.Tensor:
+    """JTCSE's ICNCE (Eq. 12) for a drawn R = `direction`:
+
+    R·(ICNCE(h_I, h_II) + ICNCE(c_I, c_II)) + (1 − R)·(ICNCE(h_II, h_I) + ICNCE(c_II, c_I)).
+    """
+    first, second = (0, 1) if direction == 1 else (1, 0)
+    on_last_cls = icnce(last_cls[first], last_cls[second], temperature, gaussian)
+    return on_last_cls + icnce(cross_cls[first], cross_cls[second], temperature, gaussian)
+
+
+def validate_loss_names(losses: Iterable[str], key: str = "train.losses") -> tuple[str, ...]:
+    names = tuple(losses)
+    allowed = ", ".join(LOSS_TERMS)
+    for name in names:
+        if name not in LOSS_TERMS:
+            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
+    if not names:
+        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
+    return names
+
+
+def twin_objective(
+    out: "TwinOutput",
+    losses: Iterable[str] = LOSS_TERMS,
+    temperature: float = TEMPERATURE,
+    norm_factor: float = NORM_FACTOR,
+    gaussian: GaussianNegatives | None = None,
+    generator: torch.Generator | None = None,
+) -> LossTerms:
+    """The TNCSE objective when `out.cross_cls` is None, else the JTCSE objective.
+
+    TNCSE (Eq. 8):  L = L_NCE(I) + L_NCE(II) + ICNCE(h_I, h_II) + ICTN
+    JTCSE (Eq. 15): L = L_NCE(I) + L_NCE(II) + ICNCE_J + ICTM, ICNCE_J of Eq. 12 with R drawn from
+    `generator` (seed it alike on every DDP rank).
+    `losses` switches terms by name: "nce" (both towers' L_NCE), "icnce", "ictn" (ICTM in JTCSE).
+    Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term.
+    """
+    selected = validate_loss_names(losses)
+    last_cls, pooler_output, cross_cls = out.last_cls, out.pooler_output, out.cross_cls
+    terms = {}
+    if "nce" in selected:
+        terms["nce"] = sum(twin_info_nce(views, temperature, gaussian) for views in last_cls)
+    if "icnce" in selected:
+        terms["icnce"] = (
+            icnce(last_cls[0], last_cls[1], temperature, gaussian)
+            if cross_cls is None
+            else joint_icnce(last_cls, cross_cls, draw_direction(generator), temperature, gaussian)
+        )
+    if "ictn" in selected:
+        terms["ictn"] = ictn(last_cls, pooler_output, norm_factor)
+    return LossTerms(total=sum(terms.values()), terms=terms)
+
+
+def distillation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
+    """The `D` students' objective: mean squared error between the student's [CLS] and the frozen
+    teacher ensemble's embedding, mean over batch and dimensions; the teacher gets no gradient."""
+    return F.mse_loss(student, teacher.detach())

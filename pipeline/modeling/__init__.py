@@ -1,0 +1,91 @@
+"""Encoders of the pipeline: one sentence encoder, the TNCSE/JTCSE twin, ensembles, DDP gathering.
+
+All models are stock Hugging Face BERT-family `PreTrainedModel`s (BERT, RoBERTa; MiniLM is BERT)
+loaded with their pooler layer, so every tower saves and loads with `save_pretrained` /
+`AutoModel.from_pretrained`. Requires transformers >= 5 (layer-by-layer forward and
+`create_bidirectional_mask`).
+
+Single encoder (pretraining, distillation, evaluation)::
+
+    encoder = SentenceEncoder.from_pretrained(path, pooler="cls_before_pooler", dropout=None)
+    out = encoder(input_ids, attention_mask)      # EncoderOutput(last_cls, pooler_output, pooled)
+    # SimCSE pretraining: duplicate rows, contrast the two views' pooler outputs (the MLP)
+    z = encoder(ids.repeat_interleave(2, 0), mask.repeat_interleave(2, 0)).pooler_output
+    loss = losses.info_nce(z[0::2], z[1::2], gaussian=None)
+
+Twin (joint stage)::
+
+    twin = TwinEncoder.from_pretrained(path_I, path_II, cael=0, cross_outputs="last", dropout=0.00025)
+    out = twin(input_ids, attention_mask)          # N sentences -> TwinOutput, views at rows 2k, 2k+1
+    out = out.gather()                             # under DDP: global in-batch negatives
+    loss = losses.twin_objective(out, losses=("nce", "icnce", "ictn"), generator=g).total
+    embedding = twin.encode(input_ids, attention_mask)     # h_I^L + h_II^L for inference
+
+Public API:
+- `SentenceEncoder(model, pooler="cls_before_pooler")`, `.from_pretrained(path, pooler, dropout)`,
+  `forward(input_ids, attention_mask) -> EncoderOutput(last_cls, pooler_output, pooled)`, each (B, d).
+- `POOLERS`, `validate_pooler(pooler, key)`, `pool(...)`, `masked_mean(hidden, mask)`.
+- `set_dropout(model, p)`: hidden and attention dropout of an existing model (and its config).
+- `load_backbone(path, dropout=None)`: AutoModel with its pooler layer.
+- `TwinEncoder(tower_I, tower_II, cael=0, cross_outputs="last")`, `.from_pretrained(path_I,
+  path_II, cael, cross_outputs, dropout)`, `forward(input_ids, attention_mask) -> TwinOutput`,
+  `encode(input_ids, attention_mask) -> (N, d)`, `.towers`, `.cross_layers` (0-based CAELs).
+- `TwinOutput(last_cls, pooler_output, cross_cls)`: (2, 2N, d) stacks, tower I at index 0;
+  `cross_cls` is None when cael == 0; `.gather()` all-gathers the views across DDP ranks.
+- `validate_cael(cael, num_layers, key="train.cael")`, `cael_layers(cael, num_layers) -> list[int]`
+  (0-based), `CROSS_OUTPUTS`, `validate_cross_outputs(value, key)`.
+- `cross_layer_cls(layer, hidden, mask, other_layer, other_hidden) -> (B, d)`: [CLS] of one CAEL's
+  cross outputs (the only row the objective reads, so the only one computed).
+- `twin_sum(h_I, h_II)`, `tower_sum(embeddings)`, `uc_ensemble(h_I, h_II, h_uc, weight)`,
+  `PAPER_UC_WEIGHT`.
+- `gather_with_grad(x, dim=0)`: all-gather across DDP ranks keeping the local gradient; identity
+  without torch.distributed.
+
+Bad settings raise `pipeline.errors.PipelineError` with one line naming key, value and what is
+allowed. The losses live in `pipeline.losses`; the method as implemented is in docs/method.md.
+"""
+
+from pipeline.modeling.distributed import gather_with_grad
+from pipeline.modeling.encoder import (
+    POOLERS,
+    EncoderOutput,
+    SentenceEncoder,
+    load_backbone,
+    masked_mean,
+    pool,
+    set_dropout,
+    validate_pooler,
+)
+from pipeline.modeling.ensembles import PAPER_UC_WEIGHT, tower_sum, twin_sum, uc_ensemble
+from pipeline.modeling.twin import (
+    CROSS_OUTPUTS,
+    TwinEncoder,
+    TwinOutput,
+    cael_layers,
+    cross_layer_cls,
+    validate_cael,
+    validate_cross_outputs,
+)
+
+__all__ = [
+    "CROSS_OUTPUTS",
+    "PAPER_UC_WEIGHT",
+    "POOLERS",
+    "EncoderOutput",
+    "SentenceEncoder",
+    "TwinEncoder",
+    "TwinOutput",
+    "cael_layers",
+    "cross_layer_cls",
+    "gather_with_grad",
+    "load_backbone",
+    "masked_mean",
+    "pool",
+    "set_dropout",
+    "tower_sum",
+    "twin_sum",
+    "uc_ensemble",
+    "validate_cael",
+    "validate_cross_outputs",
+    "validate_pooler",
+]

@@ -1,0 +1,218 @@
+"""The twin-tower encoder of TNCSE and its cross-attention extension JTCSE (JTCSE Eq. 7-10).
+
+Each tower is a stock Hugging Face BERT-family model with its own weights. A batch of N
+sentences becomes 2N interleaved dropout views per tower: the two views of sentence k sit at rows
+2k and 2k+1.
+
+Cross-attention encoder layers (CAELs). With L encoder layers and `cael` CAELs, the CAELs are the
+1-based layers i with i mod (L / cael) == 0 (JTCSE Eq. 7 with k = L / cael). At a CAEL j, tower I
+runs its normal layer unchanged and, as a side output, its cross path:
+
+    SA_I   = softmax(Q_I(HD_I) K_I(HD_I)^T / sqrt(d_head) + mask)   per head    (Eq. 8)
+    CACT_I = SA_I · V_II(HD_II)                                                (Eq. 10)
+    c_I    = FFN_I(LN_I(W_O,I · CACT_I + HD_I))  with FFN_I's own residual + LN
+
+where HD is each tower's input to layer j; symmetrically c_II. No new weights; the cross outputs
+never feed later layers, so the towers' normal streams stay independent and inference is two
+plain encoders. The cross path reuses the stock layer's own Linear / LayerNorm / intermediate /
+output modules and the attention function transformers selected for the model (SDPA where
+possible), so dropout in training applies to it as to the normal path. Only c's [CLS] row is
+computed (see `cross_layer_cls`).
+
+`cross_outputs="last"` takes c = [CLS] of the last CAEL's cross outputs (the paper's c^O);
+`"mean"` averages the [CLS] of every CAEL's cross outputs. The last CAEL is always layer L, and
+with `"last"` earlier CAELs feed nothing, so only that layer's cross path is computed: every
+`cael > 0` then gives the same model, and only `"mean"` makes the CAEL count matter.
+"""
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from pipeline.errors import PipelineError
+from pipeline.modeling.distributed import gather_with_grad
+from pipeline.modeling.encoder import load_backbone, require_pooler_layer
+from pipeline.config import CROSS_OUTPUTS, allowed_cael_values
+from pipeline.modeling.ensembles import twin_sum
+
+def validate_cael(cael: int, num_layers: int, key: str = "train.cael") -> int:
+    """`cael` must be 0 (TNCSE) or a divisor of the layer count; raise a one-line PipelineError."""
+    allowed = ", ".join(map(str, allowed_cael_values(num_layers)))
+    if isinstance(cael, bool) or not isinstance(cael, int):
+        raise PipelineError(f"{key}={cael!r} is not an integer; allowed: {allowed}")
+    if cael < 0:
+        raise PipelineError(f"{key}={cael} is negative; allowed: {allowed}")
+    if cael > 0 and num_layers % cael != 0:
+        raise PipelineError(
+            f"{key}={cael} does not divide the {num_layers} encoder layers of the backbone; allowed: {allowed}"
+        )
+    return cael
+
+
+def cael_layers(cael: int, num_layers: int) -> list[int]:
+    """0-based indices of the CAELs: the 1-based layers i with i mod (num_layers / cael) == 0."""
+    validate_cael(cael, num_layers)
+    if cael == 0:
+        return []
+    spacing = num_layers // cael
+    return [layer - 1 for layer in range(spacing, num_layers + 1, spacing)]
+
+
+def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
+    if cross_outputs not in CROSS_OUTPUTS:
+        raise PipelineError(f"{key}={cross_outputs} is not known; allowed: {', '.join(CROSS_OUTPUTS)}")
+    return cross_outputs
+
+
+class TwinOutput(NamedTuple):
+    """Per-tower stacks, index 0 = tower I, 1 = tower II; rows are the 2N interleaved views."""
+
+    last_cls: torch.Tensor  # (2, 2N, d) h^L
+    pooler_output: torch.Tensor  # (2, 2N, d) h^P
+    cross_cls: torch.Tensor | None  # (2, 2N, d) c, None for TNCSE (cael=0)
+
+    def gather(self) -> "TwinOutput":
+        """All ranks' views (gradients kept for the local ones), for global in-batch negatives."""
+        return TwinOutput(*(None if t is None else gather_with_grad(t, dim=1) for t in self))
+
+
+def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """softmax(Q K^T * scaling + mask) V per head, for models configured with eager attention."""
+    scores = query @ key.transpose(-1, -2) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.dropout(scores.softmax(-1), p=dropout, training=module.training)
+    return (weights @ value).transpose(1, 2), weights
+
+
+def cross_layer_cls(
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    other_layer: nn.Module,
+    other_hidden: torch.Tensor,
+) -> torch.Tensor:
+    """[CLS] of one CAEL's cross outputs for the tower owning `layer` (JTCSE Eq. 8 and 10): (B, d).
+
+    `hidden` / `other_hidden` are the two towers' inputs to this layer (B, T, d);
+    `attention_mask` is the mask the stock model built for its own attention implementation.
+    Only c = [CLS] is ever read and attention rows are independent, so only the [CLS] query row
+    SA_I[CLS, :] · V_II(HD_II) and the rest of the layer at [CLS] are computed; that is the same
+    value as running the whole sequence and taking [CLS], at a fraction of the cost.
+    """
+    attention = layer.attention.self
+    cls_hidden = hidden[:, :1]
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
+        attention_mask = attention_mask[:, :, :1]
+
+    def split_heads(states: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, heads, T, d_head)
+        return states.view(*states.shape[:-1], -1, attention.attention_head_size).transpose(1, 2)
+
+    attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
+    cross_context, _ = attend(
+        attention,
+        split_heads(attention.query(cls_hidden)),
+        split_heads(attention.key(hidden)),
+        split_heads(other_layer.attention.self.value(other_hidden)),
+        attention_mask,
+        dropout=attention.dropout.p if attention.training else 0.0,
+        scaling=attention.scaling,
+    )
+    cross_context = cross_context.reshape(*cls_hidden.shape[:-1], -1)
+    attention_output = layer.attention.output(cross_context, cls_hidden)  # projection, residual with own input, LN
+    return layer.output(layer.intermediate(attention_output), attention_output)[:, 0]  # FFN + residual + LN
+
+
+class TwinEncoder(nn.Module):
+    """Two towers trained jointly: TNCSE when `cael == 0`, JTCSE when `cael > 0`."""
+
+    def __init__(
+        self,
+        tower_I: PreTrainedModel,
+        tower_II: PreTrainedModel,
+        cael: int = 0,
+        cross_outputs: str = "last",
+    ):
+        super().__init__()
+        for tower in (tower_I, tower_II):
+            require_pooler_layer(tower)
+        shapes = [(t.config.num_hidden_layers, t.config.hidden_size) for t in (tower_I, tower_II)]
+        if shapes[0] != shapes[1]:
+            raise PipelineError(
+                f"towers differ in (layers, hidden size): I={shapes[0]}, II={shapes[1]}; allowed: equal shapes"
+            )
+        self.tower_I = tower_I
+        self.tower_II = tower_II
+        self.num_layers = shapes[0][0]
+        self.cael = validate_cael(cael, self.num_layers)
+        self.cross_outputs = validate_cross_outputs(cross_outputs)
+        self.cross_layers = cael_layers(cael, self.num_layers)
+        # With "last", earlier CAELs' side outputs feed nothing, so they are not computed.
+        self.computed_cross_layers = self.cross_layers[-1:] if cross_outputs == "last" else self.cross_layers
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path_I: str,
+        path_II: str,
+        cael: int = 0,
+        cross_outputs: str = "last",
+        dropout: float | None = None,
+    ) -> "TwinEncoder":
+        return cls(load_backbone(path_I, dropout), load_backbone(path_II, dropout), cael, cross_outputs)
+
+    @property
+    def towers(self) -> tuple[PreTrainedModel, PreTrainedModel]:
+        return self.tower_I, self.tower_II
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
+        """N sentences (N, T) -> 2N interleaved dropout views per tower."""
+        view_ids = input_ids.repeat_interleave(2, dim=0)
+        view_mask = attention_mask.repeat_interleave(2, dim=0)
+        if self.cael == 0:
+            outputs = [tower(input_ids=view_ids, attention_mask=view_mask) for tower in self.towers]
+            return TwinOutput(
+                last_cls=torch.stack([o.last_hidden_state[:, 0] for o in outputs]),
+                pooler_output=torch.stack([o.pooler_output for o in outputs]),
+                cross_cls=None,
+            )
+        return self._forward_with_cross_attention(view_ids, view_mask)
+
+    def _forward_with_cross_attention(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
+        """The stock forward, unrolled layer by layer so the CAELs can read both towers' inputs."""
+        hidden = [tower.embeddings(input_ids=input_ids) for tower in self.towers]
+        masks = [
+            create_bidirectional_mask(config=tower.config, inputs_embeds=states, attention_mask=attention_mask)
+            for tower, states in zip(self.towers, hidden)
+        ]
+        cross_cls = []
+        for index in range(self.num_layers):
+            layers = [tower.encoder.layer[index] for tower in self.towers]
+            if index in self.computed_cross_layers:
+                cross_cls.append(
+                    torch.stack(
+                        [
+                            cross_layer_cls(layers[0], hidden[0], masks[0], layers[1], hidden[1]),
+                            cross_layer_cls(layers[1], hidden[1], masks[1], layers[0], hidden[0]),
+                        ]
+                    )
+                )
+            hidden = [layer(states, mask) for layer, states, mask in zip(layers, hidden, masks)]
+        return TwinOutput(
+            last_cls=torch.stack([states[:, 0] for states in hidden]),
+            pooler_output=torch.stack([tower.pooler(states) for tower, states in zip(self.towers, hidden)]),
+            cross_cls=torch.stack(cross_cls).mean(0),
+        )
+
+    @torch.no_grad()
+    def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path)."""
+        h_I, h_II = (
+            tower(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0] for tower in self.towers
+        )
+        return twin_sum(h_I, h_II)

@@ -1,0 +1,290 @@
+"""Analysis metrics (alignment, uniformity, E_CLS, attention sink, norms, cost, cosine density),
+the model registry and the `analyze` stage on tiny random BERTs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from transformers import AutoTokenizer, BertConfig
+from typer.testing import CliRunner
+
+from pipeline.config import parse_params
+from pipeline.evaluation.analysis import (
+    GOLD_BINS,
+    alignment,
+    analyze_layers,
+    attention_received,
+    cls_energy,
+    cosine_density,
+    efficiency,
+    inference_gmacs,
+    is_punctuation_token,
+    linear_gmacs,
+    load_eager_model,
+    norm_statistics,
+    uniformity,
+)
+from pipeline.evaluation.models import pipeline_models, split_available
+from stages.cli import app
+
+from tiny_models import save_tiny_bert
+
+SENTENCES = [
+    "a girl is styling her hair .",
+    "a man is playing a guitar !",
+    "three dogs run on the beach",
+    "is it raining ?",
+    "the cat sleeps .",
+    "a woman slices a tomato on a board .",
+]
+
+
+# ----------------------------------------------------------------------------- alignment, uniformity
+
+
+def _unit(rows: np.ndarray) -> list[np.ndarray]:
+    return [row / np.linalg.norm(row) for row in rows]
+
+
+def test_alignment_matches_a_python_loop_and_is_zero_for_identical_positives():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(7, 5)), rng.normal(size=(7, 5))
+    for alpha in (2, 1):
+        loop = sum(np.linalg.norm(a - b) ** alpha for a, b in zip(_unit(x), _unit(y))) / len(x)
+        assert alignment(x, y, alpha=alpha) == pytest.approx(loop, rel=1e-12)
+    assert alignment(torch.from_numpy(x), torch.from_numpy(3 * x)) == pytest.approx(0.0, abs=1e-12)  # scale is normalised away
+    assert alignment(x, -x) == pytest.approx(4.0)  # opposite points: ||u - (-u)||^2 = 4
+
+
+def test_uniformity_matches_a_python_loop_over_distinct_pairs_and_antipodal_points():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(9, 4))
+    units = _unit(x)
+    terms = [math.exp(-2 * np.linalg.norm(units[i] - units[j]) ** 2) for i in range(9) for j in range(i + 1, 9)]
+    loop = math.log(sum(terms) / len(terms))
+    assert uniformity(x) == pytest.approx(loop, rel=1e-12)
+    assert uniformity(x, block=2) == pytest.approx(loop, rel=1e-12)  # row blocks give the same mean
+    t3 = [math.exp(-3 * np.linalg.norm(units[i] - units[j]) ** 2) for i in range(9) for j in range(i + 1, 9)]
+    assert uniformity(x, t=3) == pytest.approx(math.log(sum(t3) / len(t3)), rel=1e-12)
+    # two antipodal points: ||u - v||^2 = 4, so log exp(-2 · 4) = -8, the minimum possible
+    assert uniformity(np.array([[0.0, 2.0], [0.0, -5.0]])) == pytest.approx(-8.0)
+    # identical points: log exp(0) = 0, the maximum
+    assert uniformity(np.ones((3, 4))) == pytest.approx(0.0, abs=1e-12)
+
+
+# ----------------------------------------------------------------------------- cosine density
+
+
+def test_cosine_density_integrates_to_one_in_every_non_empty_gold_bin():
+    rng = np.random.default_rng(2)
+    gold = np.concatenate([rng.uniform(0, 4, 200), [5.0, 5.0, 4.0]])  # 5.0 belongs to [4, 5]
+    cosines = np.clip(gold / 5 + rng.normal(0, 0.2, len(gold)), -1, 1)
+    density = cosine_density(cosines, gold)
+    width = np.diff(density.edges)
+    assert list(density.density) == ["0-1", "1-2", "2-3", "3-4", "4-5"]
+    assert density.counts["4-5"] == 3 and sum(density.counts.values()) == len(gold)
+    for label, values in density.density.items():
+        assert (values >= 0).all()
+        assert float((values * width).sum()) == pytest.approx(1.0)
+        assert len(values) == len(density.centres)
+    empty = cosine_density([0.5, 0.6], [0.5, 0.7])
+    assert empty.counts["3-4"] == 0 and not empty.density["3-4"].any() and empty.mean_cosine["3-4"] is None
+    assert len(GOLD_BINS) == 5
+
+
+# ----------------------------------------------------------------------------- inference cost
+
+
+def test_gmacs_formula_matches_a_hand_count_and_doubles_for_a_twin():
+    config = BertConfig(hidden_size=32, num_hidden_layers=2, intermediate_size=64, num_attention_heads=2)
+    t = 10
+    # per layer: Q,K,V,O 4·10·32·32 = 40960; QKᵀ and A·V 2·10·10·32 = 6400; FFN 2·10·32·64 = 40960
+    hand = 2 * (40960 + 6400 + 40960) + 32 * 32  # + pooler
+    assert inference_gmacs(config, t) == pytest.approx(hand / 1e9)
+    assert inference_gmacs(config, t, towers=2) == pytest.approx(2 * hand / 1e9)
+    assert inference_gmacs({"hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64}, t) == inference_gmacs(config, t)
+    assert linear_gmacs(config, t) == pytest.approx((hand - 2 * 6400) / 1e9)
+    # BERT-base at 64 tokens: thop-style (Linear only) 5.44 per encoder; JTCSE Table VII twin 10.90
+    bert_base = {"hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072}
+    assert linear_gmacs(bert_base, 64, towers=2) == pytest.approx(10.90, abs=0.05)
+    assert efficiency(79.70, 10.90) == pytest.approx(7.31, abs=0.01)
+    assert efficiency(None, 10.90) is None
+
+
+# ----------------------------------------------------------------------------- layer level
+
+
+@pytest.fixture(scope="module")
+def tiny_project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("analysis-models")
+    save_tiny_bert(root / "backbone", seed=0, layers=3)
+    save_tiny_bert(root / "I", seed=1)
+    save_tiny_bert(root / "II", seed=2)
+    return root
+
+
+def _manual_e_cls_and_received(model_path: Path, sentence: str) -> tuple[list[float], list[float]]:
+    """E_CLS from attention probabilities × the value projection of each layer's input, by hand."""
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    model = load_eager_model(model_path)
+    batch = tokenizer([sentence], return_tensors="pt")
+    with torch.no_grad():
+        out = model(**batch, output_attentions=True, output_hidden_states=True)
+        e_cls, received_cls = [], []
+        for layer, block in enumerate(model.encoder.layer):
+            attention = block.attention.self
+            hidden = out.hidden_states[layer][0]  # (T, d), input of this layer
+            heads = out.attentions[layer][0]  # (H, T, T)
+            value = attention.value(hidden).view(hidden.shape[0], heads.shape[0], -1).transpose(0, 1)  # (H, T, dh)
+            context = (heads @ value).transpose(0, 1).reshape(hidden.shape[0], -1)  # (T, d)
+            e_cls.append(float(context[0].norm() / context[1:].norm()))
+            received_cls.append(float(heads[:, :, 0].mean()))
+    return e_cls, received_cls
+
+
+def test_layer_analysis_e_cls_and_attention_sink_per_layer(tiny_project):
+    backbone = tiny_project / "backbone"
+    result = analyze_layers(backbone, SENTENCES, max_length=32, batch_size=4)
+    assert len(result.e_cls) == 3  # one value per encoder layer
+    assert all(0 < value < math.inf for value in result.e_cls)
+    sink = result.attention_sink
+    for key in ("cls", "sep", "final_punct"):
+        assert len(sink[key]) == 3
+        assert all(0.0 <= value <= 1.0 for value in sink[key])
+    assert all(c + s + p <= 1 + 1e-9 for c, s, p in zip(sink["cls"], sink["sep"], sink["final_punct"]))
+    assert sink["sentences"] == len(SENTENCES) and sink["sentences_with_final_punct"] == 5  # all but 'beach'
+    assert 0 < sink["uniform"] < 1
+
+    # one sentence at a time vs padded batches: the same numbers
+    single = [analyze_layers(backbone, [sentence], max_length=32, batch_size=1) for sentence in SENTENCES]
+    assert result.e_cls == pytest.approx(np.mean([s.e_cls for s in single], axis=0).tolist(), rel=1e-5)
+    assert sink["cls"] == pytest.approx(np.mean([s.attention_sink["cls"] for s in single], axis=0).tolist(), rel=1e-5)
+    assert sorted(result.last_hidden_norms) == pytest.approx(sorted(np.concatenate([s.last_hidden_norms for s in single])), rel=1e-5)
+
+    # E_CLS and the attention on [CLS] by hand from the attention weights and the value projection
+    e_cls, received = _manual_e_cls_and_received(backbone, SENTENCES[0])
+    assert single[0].e_cls == pytest.approx(e_cls, rel=1e-5)
+    assert single[0].attention_sink["cls"] == pytest.approx(received, rel=1e-5)
+
+
+def test_cls_energy_and_attention_received_ignore_padding():
+    context = torch.tensor([[[3.0, 4.0], [1.0, 0.0], [0.0, 2.0], [9.0, 9.0]]])  # last row is padding
+    mask = torch.tensor([[1, 1, 1, 0]])
+    assert cls_energy(context, mask).tolist() == pytest.approx([5.0 / math.sqrt(5.0)])
+    probs = torch.zeros(1, 2, 4, 4)
+    probs[0, 0, :, 0] = 1.0  # head 0 looks at [CLS]
+    probs[0, 1, :, 2] = 1.0  # head 1 looks at the last real token ([SEP])
+    received = attention_received(probs, mask, torch.tensor([True]))
+    assert received["cls"].item() == pytest.approx(0.5)
+    assert received["sep"].item() == pytest.approx(0.5)
+    assert received["final_punct"].item() == pytest.approx(0.0)
+    assert torch.isnan(attention_received(probs, mask, torch.tensor([False]))["final_punct"]).all()
+    assert is_punctuation_token(".") and is_punctuation_token("Ġ?") and not is_punctuation_token("[SEP]")
+    assert not is_punctuation_token("a.")
+
+
+def test_norm_statistics_have_quantiles_and_a_density_histogram():
+    rng = np.random.default_rng(3)
+    stats = norm_statistics(rng.normal(15, 0.3, 500), rng.uniform(2, 20, 500), bins=20)
+    assert stats["last_hidden"]["q05"] < stats["last_hidden"]["q50"] < stats["last_hidden"]["q95"]
+    assert stats["last_hidden"]["cv"] < stats["pooler"]["cv"]
+    histogram = stats["histogram"]
+    width = np.diff(histogram["edges"])
+    for key in ("last_hidden", "pooler"):
+        assert float((np.array(histogram[key]) * width).sum()) == pytest.approx(1.0)
+
+
+# ----------------------------------------------------------------------------- registry and stage
+
+
+def test_registry_names_every_pipeline_model(tiny_params_dict):
+    models = pipeline_models(parse_params(tiny_params_dict))
+    assert list(models) == ["backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
+    assert models["ensemble"] == [("data/models/pretrain/I", 1.0), ("data/models/pretrain/II", 1.0)]
+    w = tiny_params_dict["backbone"]["uc_weight"]
+    assert models["uc"] == [("data/models/joint/I", 1 - w), ("data/models/joint/II", 1 - w), ("data/uc", w)]
+    assert models["joint-D"] == [("data/models/distill/joint", 1.0)]
+
+
+def _layout_project(root: Path, models: Path, mirror: Path, params: dict) -> None:
+    (root / "data" / "models" / "pretrain").mkdir(parents=True)
+    (root / "data" / "raw").mkdir(parents=True)
+    (root / "data" / "backbone").symlink_to(models / "backbone")
+    (root / "data" / "models" / "pretrain" / "I").symlink_to(models / "I")
+    (root / "data" / "models" / "pretrain" / "II").symlink_to(models / "II")
+    (root / "data" / "raw" / "senteval").symlink_to(mirror / "senteval")
+    params["device"] = "cpu"
+    params["eval"].update(max_pairs=40, batch_size=16, max_length=32, cost_length=16)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    (root / "reports" / "metrics").mkdir(parents=True)
+    (root / "reports" / "metrics" / "backbone.json").write_text(json.dumps({"avg": 42.0}))
+
+
+def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
+    tmp_path, tiny_project, mirror, tiny_params_dict, monkeypatch, caplog
+):
+    _layout_project(tmp_path, tiny_project, mirror, tiny_params_dict)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO)
+    result = CliRunner().invoke(app, ["analyze"])
+    assert result.exit_code == 0, result.output
+    assert "[analyze] 4 of 8 models on 40 STS-B pairs" in result.output
+
+    analysis = tmp_path / "reports" / "analysis"
+    analyzed = ["backbone", "pretrain-I", "pretrain-II", "ensemble"]
+    for name in ("joint", "joint-D", "uc", "uc-D"):
+        assert not (analysis / f"{name}.json").exists()
+        assert sum(f"skipping {name}:" in record.getMessage() for record in caplog.records) == 1
+
+    backbone = json.loads((analysis / "backbone.json").read_text())
+    for key in ("alignment", "uniformity", "e_cls", "norms", "attention_sink", "gmacs", "seq_len", "eta"):
+        assert key in backbone
+    assert len(backbone["e_cls"]) == 3 and backbone["seq_len"] == 16
+    config = BertConfig.from_pretrained(tiny_project / "backbone")
+    assert backbone["gmacs"] == pytest.approx(inference_gmacs(config, 16))
+    assert backbone["eta"] == pytest.approx(42.0 / backbone["gmacs"])
+    assert 0 <= backbone["alignment"] <= 4 and backbone["uniformity"] <= 0
+
+    ensemble = json.loads((analysis / "ensemble.json").read_text())
+    tower_i = json.loads((analysis / "pretrain-I.json").read_text())
+    assert ensemble["gmacs"] == pytest.approx(2 * tower_i["gmacs"])
+    assert ensemble["eta"] is None and "eta_note" in ensemble
+    assert set(ensemble["norms"]) == {"data/models/pretrain/I", "data/models/pretrain/II"}
+    assert ensemble["e_cls"] == pytest.approx(np.mean(list(ensemble["e_cls_towers"].values()), axis=0).tolist())
+    assert ensemble["e_cls_towers"]["data/models/pretrain/I"] == pytest.approx(tower_i["e_cls"])
+
+    align = pd.read_csv(analysis / "align_uniform.csv")
+    assert list(align.columns) == ["model", "uniformity", "alignment", "avg"] and list(align.model) == analyzed
+    energy = pd.read_csv(analysis / "cls_energy.csv")
+    assert list(energy.columns) == ["model", "e_cls", "avg"]
+    assert energy.set_index("model").loc["backbone", "avg"] == 42.0
+    for low in range(5):
+        density = pd.read_csv(analysis / f"cosine_density_{low}-{low + 1}.csv")
+        assert list(density.columns) == ["cosine", *analyzed]
+    norms = pd.read_csv(analysis / "norm_histogram.csv")
+    assert list(norms.columns) == ["norm", "last_hidden", "pooler"]
+
+
+def test_stage_needs_the_backbone(tmp_path, tiny_params_dict, mirror, monkeypatch):
+    (tmp_path / "data" / "raw").mkdir(parents=True)
+    (tmp_path / "data" / "raw" / "senteval").symlink_to(mirror / "senteval")
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params_dict))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["analyze"])
+    assert result.exit_code == 2
+    assert "data/backbone does not exist" in result.output
+
+
+def test_split_available_keeps_models_whose_towers_all_exist(tmp_path):
+    save_tiny_bert(tmp_path / "a", seed=0, layers=1)
+    models = {"one": [(str(tmp_path / "a"), 1.0)], "pair": [(str(tmp_path / "a"), 1.0), (str(tmp_path / "b"), 1.0)]}
+    available, skipped = split_available(models)
+    assert list(available) == ["one"] and skipped == {"pair": [str(tmp_path / "b")]}
