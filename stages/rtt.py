@@ -38,7 +38,7 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
             "(the rest is cached)"
         )
     write_text_atomic(OUTPUT_DIR / f"{tower}.txt", "".join(f"{line}\n" for line in result.translations))
-    unpacked = f", {result.unpacked_batches} misaligned batches asked again per sentence" if result.unpacked_batches else ""
+    unpacked = f", {result.unpacked_batches} misaligned batches asked again in halves" if result.unpacked_batches else ""
     summary(
         NAME,
         f"tower {tower} {rtt.source_lang}→{pivot}→{rtt.source_lang} via {translator.name}: {result.sentences} sentences, "

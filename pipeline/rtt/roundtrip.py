@@ -3,7 +3,8 @@
 Each distinct sentence is translated once per leg. A leg is served by the cache where it can be,
 otherwise by the backend with many sentences per request (joined by newlines, up to the
 backend's character limit); an answer that does not split back into one line per sentence is
-asked again one sentence per request. Rate-limit and network errors are retried with
+asked again in halves, down to single sentences (Apertium's eng-cat pair, for one, silently drops
+the rest of a batch at a sentence it cannot handle). Rate-limit and network errors are retried with
 exponential backoff, and a backend that stays unreachable stops the run. Answers are cached as
 they arrive, so a killed run resumes where it stopped. The legs are pipelined: a sentence's
 back-translation is requested as soon as its forward translation is in.
@@ -36,7 +37,7 @@ class RoundTripResult:
     cache_hits: int
     lookups: int
     requests: int
-    unpacked_batches: int  # packed requests that were asked again one sentence per request
+    unpacked_batches: int  # packed requests whose answer was misaligned, asked again in halves
     failed: int
     seconds: float
 
