@@ -250,7 +250,8 @@ def train(
     scheduler = get_linear_schedule_with_warmup(optimizer, settings.warmup_steps, total_steps)
     if context.world_size > 1:
         model = nn.parallel.DistributedDataParallel(
-            model, device_ids=[context.device.index] if context.device.type == "cuda" else None
+            model, device_ids=[context.device.index] if context.device.type == "cuda" else None,
+            find_unused_parameters=getattr(task, "leaves_parameters_unused", False),
         )
 
     step, best_dev, best_step, history, resumed_from = 0, None, None, [], None
@@ -290,6 +291,9 @@ def train(
         log.info("%s: step %d STS-B dev %.2f (best %.2f at step %d)", description, step, score, best_dev, best_step)
 
     pad_id = tokenizer.pad_token_id
+    # A loss over embeddings gathered from every rank is the same on each rank, with gradients only
+    # for the local part: scaling it by the world size undoes DDP's gradient averaging.
+    backward_scale = context.world_size if getattr(task, "loss_spans_global_batch", False) else 1
     force_nan_at = int(os.environ.get(FORCE_NAN_AT_STEP, -1))
     model.train()
     started, first_step, loss_value = time.perf_counter(), step, math.nan
@@ -316,7 +320,7 @@ def train(
                         f"{description}: loss is {loss.item()} at step {step + 1}; stopped, last good checkpoint "
                         f"{kept or 'none yet'} kept; lower the learning rate or check the input"
                     )
-                loss.backward()
+                (loss * backward_scale).backward()
                 for name, value in terms.items():
                     terms_total[name] = terms_total.get(name, 0.0) + value.item() / settings.grad_accum
             optimizer.step()

@@ -91,6 +91,8 @@ class SimCSETask:
     The loss reads the pooler output (SimCSE's MLP); evaluation drops it (`cls_before_pooler`).
     """
 
+    loss_spans_global_batch = True  # embeddings are gathered across DDP ranks
+
     def __init__(self, backbone: Path, tokenizer, dropout: float, temperature: float,
                  gaussian: losses.GaussianNegatives | None, max_length: int):
         self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")
@@ -140,6 +142,9 @@ class TwinTask:
     """TNCSE (TNCSE Eq. 8) or JTCSE (JTCSE Eq. 15) on the two pretrained towers."""
 
     def __init__(self, tower_dirs: tuple[Path, Path], tokenizer, settings: TrainSettings, seed: int):
+        self.loss_spans_global_batch = True  # the twin's outputs are gathered across DDP ranks
+        # without the norm term the pooler layers get no gradient, which DDP must be told
+        self.leaves_parameters_unused = "ictn" not in settings.losses
         self.model = TwinEncoder.from_pretrained(
             str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.dropout
         )
@@ -190,6 +195,8 @@ class FrozenEnsemble(nn.Module):
 
 class DistillTask:
     """`D` / `UC D`: MSE between a fresh student's [CLS] and the frozen teacher's embedding."""
+
+    leaves_parameters_unused = True  # the student's pooler layer is never read
 
     def __init__(self, backbone: Path, teacher: FrozenEnsemble, tokenizer, dropout: float, max_length: int):
         self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")

@@ -8,8 +8,10 @@ Expected use in the training loop (one process per GPU, equal per-rank batch siz
     z = gather_with_grad(encoder(views_ids, views_mask).pooler_output)   # SimCSE pretraining
 
 Every rank then computes the same loss over the global batch; autograd reaches only its own
-embeddings, and DDP's gradient averaging sums the ranks' contributions divided by the world size
-(the global-batch gradient / world size, as in SimCSE's multi-GPU training). Each rank's 2N views
+embeddings, and DDP's gradient averaging sums the ranks' contributions divided by the world size.
+The training loop multiplies such a loss by the world size before backward, so the update is
+exactly that of one process on the global batch (SimCSE's released multi-GPU code leaves the
+1/world-size factor in). Each rank's 2N views
 are interleaved (2k, 2k+1), so concatenating ranks keeps every positive pair adjacent. Random
 choices that must agree across ranks (the JTCSE direction R) need generators seeded alike.
 """
