@@ -172,23 +172,25 @@ class Params(Section):
         return self
 
 
-def _describe(error: ValidationError) -> str:
-    """One line for the first problem: `key=value: what is allowed`."""
+def describe_validation_error(error: ValidationError, source: str) -> str:
+    """One line for the first problem: `key=value: what is allowed` (the value when it is a scalar)."""
     first = error.errors()[0]
     key = ".".join(str(part) for part in first["loc"])
     if first["type"] == "extra_forbidden":
-        return f"unknown setting '{key}' in params.yaml; remove it or check its spelling"
+        return f"unknown setting '{key}' in {source}; remove it or check its spelling"
     message = first["msg"].removeprefix("Value error, ")
     if not key:  # a cross-field check already names its keys
         return message
-    return f"{key}={first.get('input')!r}: {message}"
+    value = first.get("input")
+    shown = "" if isinstance(value, (dict, list)) else f"={value!r}"
+    return f"{key}{shown}: {message}".replace("\n", " ")
 
 
 def parse_params(raw: dict[str, Any]) -> Params:
     try:
         return Params.model_validate(raw)
     except ValidationError as error:
-        raise PipelineError(f"invalid params: {_describe(error)}") from None
+        raise PipelineError(f"invalid params: {describe_validation_error(error, 'params.yaml')}") from None
 
 
 def load_params(path: Path | str = PARAMS_FILE) -> Params:

@@ -197,7 +197,7 @@ def minimal_spec(**row_changes) -> dict:
 @pytest.mark.parametrize(
     "spec, expected",
     [
-        (minimal_spec(colour="red"), "unknown key 'tables.t.rows.0.colour'"),
+        (minimal_spec(colour="red"), "unknown setting 'tables.t.rows.0.colour' in tables.yaml"),
         (minimal_spec(paper={"STS99": 1.0}), "tables.t: rows.0.paper: unknown column 'STS99'"),
         (minimal_spec(model="tower"), "tables.t.rows.0.model"),
         (minimal_spec(experiment={"overrides": ["train.cael:2"]}), "'train.cael:2' is not of the form key=value"),

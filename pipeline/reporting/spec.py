@@ -16,6 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline.config import describe_validation_error
 from pipeline.errors import PipelineError
 
 TABLES_FILE = Path("tables.yaml")
@@ -122,20 +123,11 @@ def split_override(override: str) -> tuple[str, str]:
     return match["key"], match["value"]
 
 
-def _describe(error: ValidationError) -> str:
-    first = error.errors()[0]
-    key = ".".join(str(part) for part in first["loc"])
-    if first["type"] == "extra_forbidden":
-        return f"unknown key '{key}'; remove it or check its spelling"
-    message = first["msg"].removeprefix("Value error, ")
-    return f"{key}: {message}" if key else message
-
-
 def parse_tables(raw: object, source: Path | str = TABLES_FILE) -> TablesFile:
     try:
         return TablesFile.model_validate(raw)
     except ValidationError as error:
-        raise PipelineError(f"invalid {source}: {_describe(error)}".replace("\n", " ")) from None
+        raise PipelineError(f"invalid {source}: {describe_validation_error(error, str(source))}") from None
 
 
 def load_tables(path: Path | str = TABLES_FILE) -> TablesFile:
