@@ -120,7 +120,9 @@ def unreachable(what: str, where: str, reason: object) -> PipelineError:
 def fetch_hub_file(repo_id: str, filename: str, destination: Path, endpoint: str | None, repo_type: str = "dataset") -> Path:
     """Download one file of a hub repository to `destination` (atomically)."""
     from huggingface_hub import hf_hub_download, hf_hub_url
+    from huggingface_hub.utils import logging as hub_logging
 
+    hub_logging.set_verbosity_error()  # its per-retry warnings would bury the one line that matters
     url = hf_hub_url(repo_id, filename, repo_type=repo_type, endpoint=endpoint)
     with tempfile.TemporaryDirectory(dir=destination.parent if destination.parent.exists() else None) as scratch:
         try:
