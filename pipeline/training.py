@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 # Test hook: make the loss NaN at this step to exercise the NaN stop (never set in real runs).
 FORCE_NAN_AT_STEP = "PIPELINE_TEST_NAN_AT_STEP"
+COMPLETED_NOTE = "README"
 
 Batch = list[dict[str, torch.Tensor]]  # one padded {input_ids, attention_mask} per text column
 
@@ -257,7 +258,6 @@ def train(
     step, best_dev, best_step, history, resumed_from = 0, None, None, [], None
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     best_dir = checkpoint_dir / "best"
-    (checkpoint_dir / "complete.json").unlink(missing_ok=True)
     latest = _latest_checkpoint(checkpoint_dir)
     if latest is not None and json.loads((latest / "state.json").read_text()).get("fingerprint") != fingerprint:
         log.info("%s: checkpoints in %s belong to other settings; starting over", description, checkpoint_dir)
@@ -347,10 +347,11 @@ def train(
                 shutil.copytree(best_dir, folder, dirs_exist_ok=True)
             else:
                 task.save(_unwrap(model), folder)
-        # The run is complete: its checkpoints have served; a forced rerun starts over.
+        # The run is complete: its checkpoints have served; a forced rerun starts over. The folder
+        # keeps only a fixed note, so DVC sees the same (uncached, persistent) output after every run.
         for finished in [*checkpoint_dir.glob("step-*"), best_dir]:
             shutil.rmtree(finished, ignore_errors=True)
-        write_text_atomic(checkpoint_dir / "complete.json", json.dumps({"steps": step, "fingerprint": fingerprint}) + "\n")
+        write_text_atomic(checkpoint_dir / COMPLETED_NOTE, "the last run completed; checkpoints appear here while one runs\n")
     return TrainingResult(
         steps=step,
         best_dev=best_dev,

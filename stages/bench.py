@@ -1,14 +1,79 @@
-"""Benchmark throughput and memory of training, evaluation and translation.
+"""Benchmark throughput and memory of training, evaluation and translation on this machine.
 
-Reads params and the backbone; writes reports/bench.json."""
+Reads params.yaml (the stages' settings: dropout, losses, CAELs, eval and rtt settings), the
+backbone (data/backbone; at tiny scale the MiniLM package's model if absent, at paper scale a
+random BERT-base if no paper-scale checkpoint), the corpus (data/raw/corpus.txt, else the mirror's
+Wiki1M sample) and the STS data (data/raw/senteval, else the mirror's). Writes --output
+(reports/bench.json): steps/s, tokens/s and peak memory of every training stage over a grid of
+batch sizes and lengths; the joint step with dynamic padding + vectorised losses against the
+released code's padding to max length + per-sample loss loop (speed ratio and loss difference);
+sentences/s of the STS evaluator against a naive loop; translation cache hits/s, Apertium
+sentences/s and packed requests/s against the loopback stand-in; the machine's facts.
+
+Not part of the default `dvc repro`: its own pipeline in bench/dvc.yaml (`dvc repro bench/dvc.yaml`)."""
 
 from pathlib import Path
 
-from stages.common import ParamsOption, not_implemented, stage
+import typer
+
+from stages.common import ParamsOption, stage, summary
 
 NAME = "bench"
+DEVICES = ("auto", "cpu", "cuda")
+DEFAULT_BACKBONE = Path("data/backbone")
+
+
+def _with_mirror_fallback(path: Path, mirror: str | None, relative: str) -> Path:
+    """`path` when it exists, else the same data in the mirror folder (when one is set and has it)."""
+    if path.exists() or mirror is None:
+        return path
+    fallback = Path(mirror) / relative
+    return fallback if fallback.exists() else path
 
 
 @stage
-def command(params: Path = ParamsOption) -> None:
-    not_implemented(NAME, 8)
+def command(
+    scale: str | None = typer.Option(None, "--scale", help="tiny or paper (grid and sizes); default: params.yaml scale"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    output: Path = typer.Option(Path("reports/bench.json"), "--output", help="where the JSON goes"),
+    backbone: Path = typer.Option(DEFAULT_BACKBONE, "--backbone", help="model folder to time"),
+    corpus: Path = typer.Option(Path("data/raw/corpus.txt"), "--corpus", help="training sentences, one per line"),
+    senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout STS data folder"),
+    quick: bool = typer.Option(False, "--quick", hidden=True, help="a one-point grid, one repeat (tests)"),
+    params: Path = ParamsOption,
+) -> None:
+    import json
+
+    from pipeline.benchmark import bench_scale, format_summary_table, run_benchmarks
+    from pipeline.data.sources import write_text_atomic
+    from pipeline.errors import PipelineError
+    from stages.common import params_from
+
+    settings = params_from(params)
+    if device not in DEVICES:
+        raise PipelineError(f"--device {device} is not known; allowed: {', '.join(DEVICES)}")
+    requested = scale or settings.scale
+    grid = bench_scale(requested, quick)
+    mirror = settings.data.mirror
+    # data/backbone holds the configured scale's weights; for the other scale (the paper grid with the tiny
+    # preset's MiniLM) the library times that scale's model instead, unless --backbone names one.
+    configured = backbone if requested == settings.scale or backbone != DEFAULT_BACKBONE else None
+    results = run_benchmarks(
+        grid,
+        device=device,
+        backbone_dir=configured,
+        corpus=_with_mirror_fallback(corpus, mirror, "wiki1m/wiki1m_for_simcse.head.txt"),
+        senteval=_with_mirror_fallback(senteval, mirror, "senteval"),
+        params=settings,
+    )
+    write_text_atomic(output, json.dumps(results, indent=2) + "\n")
+    typer.echo(format_summary_table(results))
+    facts, headline = results["machine"], results["summary"]
+    where = facts["gpu"] or f"{facts['cpus_usable']} CPUs, {facts['torch_threads']} threads"
+    summary(
+        NAME,
+        f"{results['scale']} on {results['device']} ({where}): joint step "
+        f"{headline['joint_speedup_dynamic_vectorised_vs_padded_looped']:.2f}x faster with dynamic padding + vectorised "
+        f"losses (|Δloss| {headline['joint_loss_abs_diff']:.1e}), evaluator {headline['evaluator_speedup_vs_naive']:.2f}x "
+        f"the naive loop; {results['wall_seconds']:.0f} s -> {output}",
+    )

@@ -9,7 +9,7 @@ from pipeline.config import OptimSettings, TrainSettings
 from pipeline.errors import PipelineError
 from pipeline.modeling import SentenceEncoder
 from pipeline.training import (
-    FORCE_NAN_AT_STEP, RunContext, length_bucketed_batches, resolve_device, train, write_training_report,
+    COMPLETED_NOTE, FORCE_NAN_AT_STEP, RunContext, length_bucketed_batches, resolve_device, train, write_training_report,
 )
 from pipeline.training_tasks import (
     DistillTask, FrozenEnsemble, SimCSETask, TwinTask, pretraining_examples, read_round_trips,
@@ -98,7 +98,7 @@ def test_best_dev_model_is_saved_and_reloads_to_identical_embeddings(backbone, s
     result = run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=dev_score)
     assert (result.best_dev, result.best_step) == (5.0, 4)
     assert [row.get("dev_stsb") for row in result.history if "dev_stsb" in row] == [1.0, 5.0, 2.0]
-    assert sorted(path.name for path in (tmp_path / "ckpt").iterdir()) == ["complete.json"]
+    assert [path.name for path in (tmp_path / "ckpt").iterdir()] == [COMPLETED_NOTE]
 
     saved = tmp_path / "out"
     reloaded = SentenceEncoder.from_pretrained(str(saved)).eval()

@@ -58,6 +58,11 @@ class HFEmbedder:
         self.max_length = max_length
         self.batch_size = batch_size
 
+    def token_lengths(self, sentences: list[str]) -> list[int]:
+        """Tokens per sentence as the model will see them (for length-sorted batches)."""
+        encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_length)["input_ids"]
+        return [len(ids) for ids in encoded]
+
     def __call__(self, sentences: list[str]) -> torch.Tensor:
         pooled = []
         with torch.inference_mode():

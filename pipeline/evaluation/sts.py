@@ -106,9 +106,15 @@ def as_array(embeddings: torch.Tensor | np.ndarray) -> np.ndarray:
 def embed_sentences(
     embedder: Embedder, sentences: Sequence[str], batch_size: int = 64, description: str = "embed"
 ) -> EmbeddingTable:
-    """Encode each unique sentence once, in batches of similar length, without gradients."""
+    """Encode each unique sentence once, in batches of similar length, without gradients.
+
+    Length is the token count when the embedder can tell it (`token_lengths`), else characters.
+    """
+    distinct = sorted(set(sentences))
+    count_tokens = getattr(embedder, "token_lengths", None)
+    lengths = dict(zip(distinct, count_tokens(distinct) if count_tokens else map(len, distinct)))
     # Longest first, so a batch that does not fit in memory fails at once; ties by text for a fixed order.
-    unique = sorted(set(sentences), key=lambda s: (-len(s), s))
+    unique = sorted(distinct, key=lambda s: (-lengths[s], s))
     chunks = []
     started = time.perf_counter()
     with torch.inference_mode(), tqdm(total=len(unique), desc=description, unit="sent") as progress:

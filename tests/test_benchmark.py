@@ -1,0 +1,183 @@
+"""The bench stage's library: the released-code baseline equals the pipeline's losses, the whole
+run returns finite numbers under the expected keys, and the stage writes its JSON. No timing
+assertions: the numbers depend on the machine."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+import typer
+from transformers import AutoTokenizer
+from typer.testing import CliRunner
+
+from pipeline import losses
+from pipeline.benchmark import (
+    QUICK,
+    SECTIONS,
+    TRAINING_STAGES,
+    joint_loss_check,
+    looped_ictn,
+    looped_tensor_norm_loss,
+    pad_to_length,
+    run_benchmarks,
+    summarize,
+    time_repeats,
+    typical_batch,
+)
+from pipeline.config import TrainSettings, parse_params
+from pipeline.errors import PipelineError
+from pipeline.training import RunContext
+from pipeline.training_tasks import TwinTask
+from stages import bench
+
+from conftest import MIRROR
+from tiny_models import save_tiny_bert
+
+CPU = RunContext(torch.device("cpu"), None)
+WIKI = MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt"
+SENTEVAL = MIRROR / "senteval"
+
+
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    with WIKI.open(encoding="utf-8") as lines:
+        return [line.rstrip("\n") for _, line in zip(range(64), lines) if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def backbone(tmp_path_factory):
+    # 6 layers, so that the default stages' 1 and 6 CAELs both divide the layer count
+    return save_tiny_bert(tmp_path_factory.mktemp("bench") / "backbone", seed=5, layers=6)
+
+
+def test_looped_tensor_norm_loss_equals_the_vectorised_ictn():
+    generator = torch.Generator().manual_seed(0)
+    last = torch.randn(2, 16, 8, generator=generator)
+    pooled = torch.randn(2, 16, 8, generator=generator)
+    last[1, 1] = -last[0, 0]  # a negative cosine: replaced by 1e-4 both ways
+    for factor in (0.5, 1.0):
+        torch.testing.assert_close(looped_ictn(last, pooled, factor), losses.ictn(last, pooled, factor), rtol=0, atol=1e-6)
+    one_way = looped_tensor_norm_loss(last[0], last[1], pooled[0], pooled[1])
+    torch.testing.assert_close(one_way, losses.tensor_norm_loss(last[0], last[1], pooled[0], pooled[1]), rtol=0, atol=1e-6)
+
+
+def test_looped_loss_has_the_same_gradient():
+    last = torch.randn(2, 8, 4, requires_grad=True)
+    pooled = torch.randn(2, 8, 4, requires_grad=True)
+    looped = torch.autograd.grad(looped_ictn(last, pooled), (last, pooled))
+    vectorised = torch.autograd.grad(losses.ictn(last, pooled), (last, pooled))
+    for a, b in zip(looped, vectorised):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_pad_to_length_pads_every_row_to_the_length():
+    batch = pad_to_length([[2, 7, 3], [2, 3]], 0, torch.device("cpu"), 6)
+    assert batch["input_ids"].tolist() == [[2, 7, 3, 0, 0, 0], [2, 3, 0, 0, 0, 0]]
+    assert batch["attention_mask"].sum(1).tolist() == [3, 2]
+
+
+@pytest.mark.parametrize("cael", [0, 2])
+def test_padded_looped_joint_loss_equals_the_dynamic_vectorised_one(backbone, sentences, cael):
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    settings = TrainSettings(cael=cael, dropout=0.1, batch_size=8, max_length=256)
+    task = TwinTask((backbone, backbone), tokenizer, settings, seed=1)
+    batch = typical_batch(tokenizer, sentences, 8, 256, seed=1, device=torch.device("cpu"))
+    assert batch.width < 256 and batch.padded()[0]["input_ids"].shape == (8, 256)  # dynamic padding pads less
+    check = joint_loss_check(task, task.model, batch, CPU)
+    assert math.isfinite(check["dynamic_vectorised"])
+    assert check["abs_diff"] < 1e-5, check
+    assert check["ictn_looped_vs_vectorised_abs_diff"] < 1e-6
+    assert task.model.training  # the check restores the mode
+
+
+def test_time_repeats_summarises_the_timed_calls():
+    calls = []
+    timing = time_repeats(lambda: calls.append(1), repeats=3, warmup=2, device=torch.device("cpu"))
+    assert len(calls) == 5 and timing["repeats"] == 3 and len(timing["seconds"]) == 3
+    assert timing["min"] <= timing["median"] <= timing["max"] and timing["iqr"] >= 0
+    assert timing["peak_memory_mb"] > 0
+    assert summarize([1.0, 2.0, 3.0, 4.0])["median"] == 2.5
+    with pytest.raises(PipelineError):
+        time_repeats(lambda: None, repeats=0)
+
+
+def _finite_numbers(value, path="") -> list[str]:
+    """Paths of numbers in `value` that are not finite."""
+    if isinstance(value, dict):
+        return [bad for key, item in value.items() for bad in _finite_numbers(item, f"{path}.{key}")]
+    if isinstance(value, list):
+        return [bad for index, item in enumerate(value) for bad in _finite_numbers(item, f"{path}[{index}]")]
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    return []
+
+
+def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dict):
+    params = parse_params(tiny_params_dict)
+    results = run_benchmarks(QUICK, device="cpu", backbone_dir=backbone, corpus=sentences, senteval=SENTEVAL,
+                             params=params, show_progress=False)
+    json.dumps(results)  # JSON-ready
+    assert not _finite_numbers(results)
+    assert {"machine", "backbone", "settings", "summary", "wall_seconds", *SECTIONS} <= set(results)
+    assert {"torch", "transformers", "cpu_count_logical", "gpu", "load_average"} <= set(results["machine"])
+    assert results["backbone"]["layers"] == 6
+    assert set(results["training"]) == set(TRAINING_STAGES)
+    for stage in TRAINING_STAGES:
+        record = results["training"][stage]["b4_l16"]
+        assert record["steps_per_s"] > 0 and record["tokens_per_s"] > 0 and record["peak_memory_mb"] > 0
+        assert set(record["step_seconds"]) == {"median", "min", "max", "iqr", "repeats", "cpu_median"}
+    joint = results["joint_padding"]
+    assert set(joint["variants"]) == {"dynamic_vectorised", "padded_looped", "dynamic_looped", "padded_vectorised"}
+    assert joint["speedup"] > 0 and joint["loss"]["abs_diff"] < 1e-5
+    evaluation = results["evaluation"]
+    assert evaluation["sentences"] == 2 * 4 * len(params.eval.tasks)
+    assert evaluation["speedup"] > 0 and evaluation["evaluator"]["unique_sentences"] <= evaluation["sentences"]
+    assert evaluation["naive"]["padded_tokens"] >= evaluation["real_tokens_unique"]
+    translation = results["translation"]
+    assert translation["cache_hits_per_s"]["median"] > 0 and translation["google_loopback_requests_per_s"]["median"] > 0
+    assert "joint_speedup_dynamic_vectorised_vs_padded_looped" in results["summary"]
+
+
+def test_a_cael_that_does_not_divide_the_layers_is_skipped(tmp_path, sentences):
+    two_layers = save_tiny_bert(tmp_path / "two", seed=1, layers=2)
+    scale = replace(QUICK, stages=("jtcse-6", "jtcse-2-mean"))
+    results = run_benchmarks(scale, device="cpu", backbone_dir=two_layers, corpus=sentences, sections=("training",),
+                             show_progress=False)
+    assert "does not divide" in results["training"]["jtcse-6"]["skipped"]
+    assert results["training"]["jtcse-2-mean"]["cross_outputs"] == "mean"
+    assert results["training"]["jtcse-2-mean"]["b4_l16"]["steps_per_s"] > 0
+    with pytest.raises(PipelineError, match="jtcse-x"):
+        run_benchmarks(replace(QUICK, stages=("jtcse-x",)), device="cpu", backbone_dir=two_layers, corpus=sentences,
+                       sections=("training",), show_progress=False)
+
+
+def test_the_stage_writes_the_json(tmp_path, monkeypatch, tiny_params_dict, sentences):
+    project = tmp_path / "project"
+    save_tiny_bert(project / "data" / "backbone", seed=2, layers=6)
+    (project / "params.yaml").write_text(json.dumps(tiny_params_dict))  # JSON is YAML
+    (project / "corpus.txt").write_text("".join(f"{line}\n" for line in sentences))
+    monkeypatch.chdir(project)
+    app = typer.Typer()
+    app.command()(bench.command)
+    result = CliRunner().invoke(app, ["--quick", "--device", "cpu", "--output", "out/bench.json",
+                                      "--corpus", "corpus.txt", "--senteval", str(SENTEVAL)])
+    assert result.exit_code == 0, result.output
+    written = json.loads((project / "out" / "bench.json").read_text())
+    assert written["scale"] == "tiny-quick" and written["backbone"]["path"] == "data/backbone"
+    assert "[bench] tiny-quick on cpu" in result.output
+
+
+def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path, monkeypatch, tiny_params_dict):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    (tmp_path / "params.yaml").write_text(json.dumps(tiny_params_dict))
+    monkeypatch.chdir(tmp_path)
+    app = typer.Typer()
+    app.command()(bench.command)
+    result = CliRunner().invoke(app, ["--quick", "--device", "cuda", "--output", "bench.json"])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cuda" in errors[0]
+    assert not (tmp_path / "bench.json").exists()
