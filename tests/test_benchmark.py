@@ -134,7 +134,7 @@ def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dic
     evaluation = results["evaluation"]
     assert evaluation["sentences"] == 2 * 4 * len(params.eval.tasks)
     assert evaluation["speedup"] > 0 and evaluation["evaluator"]["unique_sentences"] <= evaluation["sentences"]
-    assert evaluation["naive"]["padded_tokens"] >= evaluation["real_tokens_unique"]
+    assert evaluation["real_tokens_unique"] <= evaluation["evaluator"]["padded_tokens"] <= evaluation["naive"]["padded_tokens"]
     translation = results["translation"]
     assert translation["cache_hits_per_s"]["median"] > 0 and translation["google_loopback_requests_per_s"]["median"] > 0
     assert "joint_speedup_dynamic_vectorised_vs_padded_looped" in results["summary"]
