@@ -17,6 +17,7 @@ the backbone while no joint model exists (a log line says which)."""
 from pathlib import Path
 
 
+from pipeline.config import load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "analyze"
@@ -40,10 +41,9 @@ def command(
     from pipeline.evaluation.models import pipeline_models, split_available
     from pipeline.evaluation.sts import load_tasks
     from pipeline.training import resolve_device
-    from stages.common import params_from
 
     log = logging.getLogger(NAME)
-    settings = params_from(params)
+    settings = load_params(params)
     evaluation = settings.eval
     if not paths.SENTEVAL.is_dir():
         raise PipelineError(f"SentEval data folder {paths.SENTEVAL} does not exist; run `dvc repro download`")

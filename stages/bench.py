@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 
+from pipeline.config import load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "bench"
@@ -47,9 +48,8 @@ def command(
     from pipeline.benchmark import bench_scale, format_summary_table, run_benchmarks
     from pipeline.data.sources import write_text_atomic
     from pipeline.errors import PipelineError
-    from stages.common import params_from
 
-    settings = params_from(params)
+    settings = load_params(params)
     if device not in DEVICES:
         raise PipelineError(f"--device {device} is not known; allowed: {', '.join(DEVICES)}")
     requested = scale or settings.scale

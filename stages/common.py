@@ -10,7 +10,7 @@ from typing import Callable
 
 import typer
 
-from pipeline.config import Params, load_params
+from pipeline.config import Params
 from pipeline.errors import PipelineError
 
 EXIT_USER_ERROR = 2
@@ -31,10 +31,6 @@ def stage(function: Callable) -> Callable:
             raise typer.Exit(EXIT_USER_ERROR) from None
 
     return wrapper
-
-
-def params_from(path: Path) -> Params:
-    return load_params(path)
 
 
 def summary(stage_name: str, text: str) -> None:

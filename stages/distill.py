@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from stages.common import ParamsOption, params_from, stage, summary, training_line
+from pipeline.config import load_params
+from stages.common import ParamsOption, stage, summary, training_line
 
 NAME = "distill"
 
@@ -25,7 +26,7 @@ def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the U
     from pipeline.evaluation.sts import twin, uc_ensemble
     from pipeline.training_tasks import DistillTask, FrozenEnsemble, run_training
 
-    settings = params_from(params)
+    settings = load_params(params)
     if teacher not in settings.distill.teachers:
         raise PipelineError(f"--teacher {teacher} is not in distill.teachers; allowed: {', '.join(settings.distill.teachers)}")
     student = settings.distill.teachers[teacher]

@@ -9,14 +9,15 @@ import time
 from pathlib import Path
 
 from pipeline.data.download import download
-from stages.common import ParamsOption, params_from, stage, summary
+from pipeline.config import load_params
+from stages.common import ParamsOption, stage, summary
 
 NAME = "download"
 
 
 @stage
 def command(params: Path = ParamsOption) -> None:
-    settings = params_from(params)
+    settings = load_params(params)
     started = time.perf_counter()
     result = download(settings)
     summary(

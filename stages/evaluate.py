@@ -14,8 +14,8 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import EvalSettings
-from stages.common import ParamsOption, params_from, stage, summary
+from pipeline.config import EvalSettings, load_params
+from stages.common import ParamsOption, stage, summary
 
 NAME = "evaluate"
 DEFAULTS = EvalSettings()
@@ -45,7 +45,7 @@ def command(
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
-        results = evaluate_pipeline_model(name, params_from(params))
+        results = evaluate_pipeline_model(name, load_params(params))
         output = paths.METRICS / f"{name}.json"
         label = name
     else:

@@ -7,7 +7,8 @@ combine them, resumable checkpoints in data/checkpoints/joint/ and reports/train
 
 from pathlib import Path
 
-from stages.common import ParamsOption, params_from, stage, summary, training_line
+from pipeline.config import load_params
+from stages.common import ParamsOption, stage, summary, training_line
 
 NAME = "joint"
 
@@ -20,7 +21,7 @@ def command(params: Path = ParamsOption) -> None:
     from pipeline.data.readers import read_corpus
     from pipeline.training_tasks import TwinTask, run_training
 
-    settings = params_from(params)
+    settings = load_params(params)
     towers = (paths.pretrained_tower("I"), paths.pretrained_tower("II"))
     examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
     task = TwinTask(towers, AutoTokenizer.from_pretrained(towers[0]), settings.train, settings.seed)

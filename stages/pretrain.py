@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from stages.common import ParamsOption, params_from, stage, summary, tower_settings, training_line
+from pipeline.config import load_params
+from stages.common import ParamsOption, stage, summary, tower_settings, training_line
 
 NAME = "pretrain"
 
@@ -22,7 +23,7 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
     from pipeline.data.readers import read_corpus
     from pipeline.training_tasks import SimCSETask, gaussian_negatives, pretraining_examples, read_round_trips, run_training
 
-    settings = params_from(params)
+    settings = load_params(params)
     lr = tower_settings(settings, tower).lr
     corpus = read_corpus(paths.CORPUS)
     examples = pretraining_examples(corpus, read_round_trips(paths.rtt_file(tower), len(corpus)), settings.pretrain.rtt_as)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from stages.common import ParamsOption, params_from, stage, summary
+from pipeline.config import load_params
+from stages.common import ParamsOption, stage, summary
 
 NAME = "report"
 
@@ -29,7 +30,7 @@ def command(
 
     if run and queue is None:
         raise PipelineError("--run queues a table's experiments; give the table with --queue <table id>")
-    workspace_params = params_from(params).model_dump()
+    workspace_params = load_params(params).model_dump()
     tables = load_tables(tables_file)
     check_override_keys(tables, workspace_params)
     source = RunSource(workspace_run(workspace_params), lambda: search_experiments(tables.experiment_commits))

@@ -12,7 +12,8 @@ from pipeline.data.readers import read_corpus
 from pipeline.data.sources import write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline.rtt import TranslationCache, make_translator, round_trip
-from stages.common import ParamsOption, params_from, stage, summary
+from pipeline.config import load_params
+from stages.common import ParamsOption, stage, summary
 
 NAME = "rtt"
 CORPUS = Path("data/raw/corpus.txt")
@@ -22,7 +23,7 @@ CACHE_DIR = Path("data/cache/rtt")
 
 @stage
 def command(tower: str = typer.Option(..., help="tower name from params towers (I or II)"), params: Path = ParamsOption) -> None:
-    settings = params_from(params)
+    settings = load_params(params)
     if tower not in settings.towers:
         raise PipelineError(f"unknown tower '{tower}'; the towers in {params} are: {', '.join(settings.towers)}")
     pivot = settings.towers[tower].lang

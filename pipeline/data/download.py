@@ -124,7 +124,7 @@ def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
     write_text_atomic(raw / "corpus.txt", "".join(f"{sentence}\n" for sentence in corpus))
 
     endpoint = params.data.hub_endpoint
-    origin = fetch_backbone(params.backbone.source, data_root / "backbone", params.backbone.revision, endpoint)
+    fetch_backbone(params.backbone.source, data_root / "backbone", params.backbone.revision, endpoint)
     fetch_backbone(params.backbone.uc_source, data_root / "uc", params.backbone.revision, endpoint)
     return DownloadSummary(
         wiki_sentences=len(wiki),

@@ -153,8 +153,8 @@ def package_model_dir(source: str) -> Path:
     return folder
 
 
-def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None) -> str:
-    """Save a backbone (weights + tokenizer, safetensors) in Hugging Face format; returns its origin."""
+def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None) -> None:
+    """Save a backbone (weights + tokenizer, safetensors) in Hugging Face format."""
     from transformers import AutoModel, AutoTokenizer
 
     if source.startswith(PACKAGE_PREFIX):
@@ -171,4 +171,3 @@ def fetch_backbone(source: str, destination: Path, revision: str = "main", endpo
     with atomic_directory(destination) as temporary:
         model.save_pretrained(temporary, safe_serialization=True)
         tokenizer.save_pretrained(temporary)
-    return location

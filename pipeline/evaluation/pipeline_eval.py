@@ -12,7 +12,7 @@ from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.models import pipeline_models
+from pipeline.evaluation.models import missing_towers, pipeline_models
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_models, load_tasks
 
 EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
@@ -48,7 +48,7 @@ def evaluate_pipeline_model(name: str, params: Params) -> dict:
     if name not in models:
         raise PipelineError(f"--name {name} is not a model of the pipeline; models: {', '.join(models)}")
     towers = models[name]
-    missing = [tower for tower, _ in towers if not (paths.DATA.parent / tower).exists()]
+    missing = missing_towers(towers)
     if missing:
         raise PipelineError(f"model '{name}' needs {', '.join(map(str, missing))}, which does not exist yet; run `dvc repro`")
     settings = params.eval
