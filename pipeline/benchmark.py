@@ -773,9 +773,15 @@ def bench_evaluation(
     """Sentences/s of the STS evaluator and of the naive loop on the same model and sentences.
 
     The sentences are every sentence of every pair of `tasks` (duplicates included, the order of
-    the files); both produce an embedding for each. sentences_per_s counts those input sentences
-    for both, so `speedup` is the ratio of the times. Warm-up: one batch through the model. The
-    padded tokens each way feeds the model are counted too (a tokenizer-only pass).
+    the files); each variant produces an embedding for each:
+    - `evaluator`: `embed_sentences` as the pipeline runs it (unique sentences in batches sorted by
+      token count, the last layer computed for [CLS] only when the pooler reads [CLS]);
+    - `evaluator_stock_forward`: the same batches through the stock Hugging Face forward, which
+      splits the gain between batching and the [CLS]-only last layer;
+    - `naive`: the stock forward over `batch_size` sentences at a time in file order.
+    sentences_per_s counts the input sentences for all, so `speedup` is the ratio of the times.
+    Warm-up: one batch through each model. The padded tokens each batching feeds the model are
+    counted too (a tokenizer-only pass), and the evaluator's embeddings are compared with the naive ones.
     """
     from pipeline.evaluation.embedder import HFEmbedder
     from pipeline.evaluation.sts import embed_sentences
@@ -784,9 +790,11 @@ def bench_evaluation(
     if not sentences:
         raise PipelineError("the STS tasks have no sentences to embed")
     embedder = HFEmbedder(backbone, pooler, max_length, batch_size, context.device.type)
+    stock = HFEmbedder(backbone, pooler, max_length, batch_size, context.device.type, cls_only_last_layer=False)
     if progress is not None:
         progress.set_description("bench evaluation")
-    embedder(sentences[:batch_size])  # warm-up
+    for model in (embedder, stock):
+        model(sentences[:batch_size])  # warm-up
     sts_logger = logging.getLogger("pipeline.evaluation.sts")
     level = sts_logger.level
     sts_logger.setLevel(logging.WARNING)  # one line per pass would drown the benchmark's own
@@ -794,7 +802,8 @@ def bench_evaluation(
         timings = time_interleaved(
             {
                 "evaluator": lambda: embed_sentences(embedder, sentences, batch_size, description="bench evaluator"),
-                "naive": lambda: naive_embed(embedder, sentences, batch_size),
+                "evaluator_stock_forward": lambda: embed_sentences(stock, sentences, batch_size, description="bench stock"),
+                "naive": lambda: naive_embed(stock, sentences, batch_size),
             },
             repeats, warmup=0, synchronize=synchronizer(context.device), device=context.device,
         )
@@ -806,6 +815,9 @@ def bench_evaluation(
             else:
                 naive_embed(counter, sentences, batch_size)
             counts[name] = counter
+        counts["evaluator_stock_forward"] = counts["evaluator"]
+        table = embed_sentences(embedder, sentences, batch_size, description="bench evaluator")
+        difference = float(np.abs(table.lookup(sentences) - naive_embed(stock, sentences, batch_size)).max())
     finally:
         sts_logger.setLevel(level)
     records = {}
@@ -818,6 +830,10 @@ def bench_evaluation(
             "peak_memory_mb": round(timing["peak_memory_mb"], 1),
         }
     records["evaluator"]["unique_sentences"] = len(set(sentences))
+
+    def ratio(slow: str, fast: str) -> float:
+        return round(timings[slow]["median"] / timings[fast]["median"], 3)
+
     result = {
         "sentences": len(sentences),
         "tasks": [task.name for task in tasks],
@@ -825,14 +841,18 @@ def bench_evaluation(
         "max_length": max_length,
         "pooler": pooler,
         **records,
-        "speedup": round(timings["naive"]["median"] / timings["evaluator"]["median"], 3),
+        "speedup": ratio("naive", "evaluator"),
+        "speedup_from_batching": ratio("naive", "evaluator_stock_forward"),
+        "speedup_from_cls_only_last_layer": ratio("evaluator_stock_forward", "evaluator"),
         "real_tokens_unique": counts["evaluator"].real,
+        "max_abs_embedding_diff": difference,
     }
-    log.info("bench evaluation: evaluator %.0f sentences/s, naive %.0f sentences/s (%.2fx)",
-             records["evaluator"]["sentences_per_s"], records["naive"]["sentences_per_s"], result["speedup"])
+    log.info("bench evaluation: evaluator %.0f sentences/s, naive %.0f sentences/s (%.2fx; batching %.2fx, [CLS]-only last layer %.2fx)",
+             records["evaluator"]["sentences_per_s"], records["naive"]["sentences_per_s"], result["speedup"],
+             result["speedup_from_batching"], result["speedup_from_cls_only_last_layer"])
     if progress is not None:
         progress.update(1)
-    del embedder
+    del embedder, stock
     _free(context.device)
     return result
 
@@ -1034,8 +1054,9 @@ NOTES = [
     "pipeline's (dynamic padding, vectorised loss) on the same batches, timed in alternating rounds; "
     "speedup = padded_looped / dynamic_vectorised median step time.",
     "evaluation: the same sentences (all pairs of the tasks, duplicates included) embedded by the STS evaluator "
-    "(deduplicated batches sorted by token count) and by a naive loop in file order; sentences_per_s counts "
-    "input sentences.",
+    "(deduplicated batches sorted by token count, last layer for [CLS] only with a [CLS] pooler), by the same batches "
+    "through the stock forward (evaluator_stock_forward), and by a naive loop in file order through the stock "
+    "forward; sentences_per_s counts input sentences; max_abs_embedding_diff compares evaluator and naive embeddings.",
     "peak_memory_mb: CPU = peak RSS of the whole process during the measurement (all models it holds); "
     "CUDA = torch.cuda.max_memory_allocated.",
     "On a shared machine compare min with median (iqr shows the spread); machine.load_average is at start and end.",
@@ -1053,6 +1074,7 @@ def headline(results: Mapping) -> dict:
     if evaluation:
         summary["evaluator_speedup_vs_naive"] = evaluation["speedup"]
         summary["evaluator_sentences_per_s"] = evaluation["evaluator"]["sentences_per_s"]
+        summary["evaluator_max_abs_embedding_diff"] = evaluation["max_abs_embedding_diff"]
     for stage, grid in results.get("training", {}).items():
         points = {key: value for key, value in grid.items() if isinstance(value, dict) and "steps_per_s" in value}
         if points:
@@ -1096,7 +1118,10 @@ def format_summary_table(results: Mapping) -> str:
     evaluation = results.get("evaluation")
     if evaluation:
         lines.append(f"evaluation ({evaluation['sentences']} sentences): evaluator {evaluation['evaluator']['sentences_per_s']:.0f}"
-                     f" sentences/s, naive {evaluation['naive']['sentences_per_s']:.0f} sentences/s ({evaluation['speedup']:.2f}x)")
+                     f" sentences/s, naive {evaluation['naive']['sentences_per_s']:.0f} sentences/s ({evaluation['speedup']:.2f}x:"
+                     f" batching {evaluation['speedup_from_batching']:.2f}x, [CLS]-only last layer"
+                     f" {evaluation['speedup_from_cls_only_last_layer']:.2f}x); |embedding difference|"
+                     f" {evaluation['max_abs_embedding_diff']:.1e}")
     translation = results.get("translation")
     if translation:
         parts = [f"{rate.replace('_per_s', '')} {translation[rate]['median']:.0f}/s"

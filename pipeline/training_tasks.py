@@ -27,7 +27,7 @@ from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, Tr
 from pipeline.data.sources import sha256_of
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_embedder, load_tasks, reported_score
-from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, load_backbone
+from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, last_layer_cls, load_backbone
 from pipeline.training import Batch, TrainingResult, run_context, train, write_training_report
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,7 @@ class FrozenEnsemble(nn.Module):
 
     @torch.no_grad()
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        cls = [tower(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0] for tower in self.towers]
+        cls = [last_layer_cls(tower, input_ids, attention_mask) for tower in self.towers]
         return sum(weight * h for weight, h in zip(self.weights, cls))
 
 

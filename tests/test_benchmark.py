@@ -135,6 +135,9 @@ def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dic
     assert evaluation["sentences"] == 2 * 4 * len(params.eval.tasks)
     assert evaluation["speedup"] > 0 and evaluation["evaluator"]["unique_sentences"] <= evaluation["sentences"]
     assert evaluation["real_tokens_unique"] <= evaluation["evaluator"]["padded_tokens"] <= evaluation["naive"]["padded_tokens"]
+    assert {"evaluator", "evaluator_stock_forward", "naive"} <= set(evaluation)
+    assert evaluation["speedup_from_batching"] > 0 and evaluation["speedup_from_cls_only_last_layer"] > 0
+    assert evaluation["max_abs_embedding_diff"] < 1e-4  # same embeddings whichever way they are computed
     translation = results["translation"]
     assert translation["cache_hits_per_s"]["median"] > 0 and translation["google_loopback_requests_per_s"]["median"] > 0
     assert "joint_speedup_dynamic_vectorised_vs_padded_looped" in results["summary"]

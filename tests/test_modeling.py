@@ -18,6 +18,7 @@ from pipeline.modeling import (
     cael_layers,
     cross_layer_cls,
     gather_with_grad,
+    last_layer_cls,
     set_dropout,
     tower_sum,
     twin_sum,
@@ -85,10 +86,45 @@ def test_poolers_match_their_definitions(family):
         "avg_top2": mean((hidden[-2] + hidden[-1]) / 2),
     }
     for pooler, embedding in expected.items():
-        out = SentenceEncoder(model, pooler)(input_ids, attention_mask)
+        out = SentenceEncoder(model, pooler, cls_only_last_layer=False)(input_ids, attention_mask)
         assert torch.allclose(out.pooled, embedding, atol=1e-6), pooler
         assert torch.equal(out.last_cls, stock.last_hidden_state[:, 0])
         assert torch.equal(out.pooler_output, stock.pooler_output)
+        # the default: in eval mode a [CLS] pooler runs the last layer for [CLS] only, same values
+        out = SentenceEncoder(model, pooler)(input_ids, attention_mask)
+        assert torch.allclose(out.pooled, embedding, atol=1e-5), pooler
+        assert torch.allclose(out.last_cls, stock.last_hidden_state[:, 0], atol=1e-5)
+        assert torch.allclose(out.pooler_output, stock.pooler_output, atol=1e-5)
+
+
+@pytest.mark.parametrize("attn_implementation", ("sdpa", "eager"))
+@pytest.mark.parametrize("family", FAMILIES)
+def test_last_layer_cls_is_the_stock_cls_and_skips_the_other_rows(family, attn_implementation):
+    model = tiny_model(family, 3, layers=3, attn_implementation=attn_implementation)
+    input_ids, attention_mask = tiny_batch(family)
+    stock = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+    last = model.encoder.layer[-1]
+    rows_seen = []
+    hook = last.intermediate.register_forward_hook(lambda module, args, output: rows_seen.append(args[0].shape[1]))
+    try:
+        assert torch.allclose(last_layer_cls(model, input_ids, attention_mask), stock, atol=1e-5)
+    finally:
+        hook.remove()
+    assert rows_seen == [1]  # the last layer's feed-forward ran for [CLS] alone
+    # padding does not leak into [CLS]: a sentence gives the same embedding alone and padded in a batch
+    alone = last_layer_cls(model, input_ids[2:, :4], attention_mask[2:, :4])
+    assert torch.allclose(alone, stock[2:], atol=1e-5)
+
+
+def test_training_mode_keeps_the_stock_forward():
+    """Dropout must draw the stock model's random masks, so training never takes the [CLS]-only path."""
+    model = tiny_model("bert", 0)
+    set_dropout(model, 0.1).train()
+    input_ids, attention_mask = tiny_batch("bert")
+    torch.manual_seed(7)
+    expected = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0]
+    torch.manual_seed(7)
+    assert torch.equal(SentenceEncoder(model)(input_ids, attention_mask).last_cls, expected)
 
 
 def test_pooler_output_is_dense_tanh_over_cls():
@@ -363,7 +399,7 @@ def test_encode_is_the_sum_of_the_towers_last_cls(family):
         t(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0] for t in (tower_I, tower_II)
     )
     for cael in (0, 4):
-        assert torch.allclose(TwinEncoder(tower_I, tower_II, cael=cael).encode(input_ids, attention_mask), expected)
+        assert torch.allclose(TwinEncoder(tower_I, tower_II, cael=cael).encode(input_ids, attention_mask), expected, atol=1e-5)
 
 
 # ---- ensembles and DDP gathering ------------------------------------------------------------

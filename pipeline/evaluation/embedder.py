@@ -35,7 +35,11 @@ def resolve_model_source(model: str | Path) -> str:
 
 
 class HFEmbedder:
-    """Pooled embeddings of a Hugging Face model, batch by batch with dynamic padding, no gradients."""
+    """Pooled embeddings of a Hugging Face model, batch by batch with dynamic padding, no gradients.
+
+    With a [CLS] pooler the last layer runs for [CLS] only (`SentenceEncoder`); `cls_only_last_layer=False`
+    gives the stock forward (the benchmark's naive loop).
+    """
 
     def __init__(
         self,
@@ -44,13 +48,15 @@ class HFEmbedder:
         max_length: int = 128,
         batch_size: int = 64,
         device: str = "cpu",
+        cls_only_last_layer: bool = True,
     ):
         source = resolve_model_source(model)
         validate_pooler(pooler)
         self.device = resolve_device(device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source)
-            self.encoder = SentenceEncoder.from_pretrained(source, pooler).to(self.device).eval()
+            self.encoder = SentenceEncoder.from_pretrained(source, pooler, cls_only_last_layer=cls_only_last_layer)
+            self.encoder = self.encoder.to(self.device).eval()
         except (OSError, ValueError) as error:  # what transformers raises for unreachable or incomplete models
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             where = "" if Path(source).is_dir() else " (not a local folder; set HF_HUB_OFFLINE=1 to use only the hub cache)"

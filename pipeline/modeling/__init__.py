@@ -22,8 +22,13 @@ Twin (joint stage)::
     embedding = twin.encode(input_ids, attention_mask)     # h_I^L + h_II^L for inference
 
 Public API:
-- `SentenceEncoder(model, pooler="cls_before_pooler")`, `.from_pretrained(path, pooler, dropout)`,
+- `SentenceEncoder(model, pooler="cls_before_pooler", cls_only_last_layer=True)`,
+  `.from_pretrained(path, pooler, dropout, cls_only_last_layer)`,
   `forward(input_ids, attention_mask) -> EncoderOutput(last_cls, pooler_output, pooled)`, each (B, d).
+  In eval mode with a [CLS] pooler the last layer runs for [CLS] only (`last_layer_cls`).
+- `last_layer_cls(model, input_ids, attention_mask) -> (B, d)`: a stock model's last-layer [CLS],
+  the last layer computed for that row only; `layer_cls(layer, hidden, mask, value_layer,
+  value_hidden)`: one layer's [CLS] row (optionally with another layer's values).
 - `POOLERS`, `validate_pooler(pooler, key)`, `pool(...)`, `masked_mean(hidden, mask)`.
 - `set_dropout(model, p)`: hidden and attention dropout of an existing model (and its config).
 - `load_backbone(path, dropout=None)`: AutoModel with its pooler layer.
@@ -50,6 +55,8 @@ from pipeline.modeling.encoder import (
     POOLERS,
     EncoderOutput,
     SentenceEncoder,
+    last_layer_cls,
+    layer_cls,
     load_backbone,
     masked_mean,
     pool,
@@ -78,6 +85,8 @@ __all__ = [
     "cael_layers",
     "cross_layer_cls",
     "gather_with_grad",
+    "last_layer_cls",
+    "layer_cls",
     "load_backbone",
     "masked_mean",
     "pool",

@@ -3,18 +3,28 @@
 A single forward pass returns everything the losses and the evaluation need: the last-layer
 [CLS] (`h^L`), the backbone's pooler output (`h^P`, dense + tanh over [CLS]; the SimCSE training
 MLP) and the embedding of the chosen pooler.
+
+Inference with a [CLS] pooler (`last_layer_cls`): only the last layer's [CLS] row is ever read, and
+the other rows of the last layer feed nothing, so that layer runs for the [CLS] row alone (its
+keys and values still cover every token). Same values as the stock forward up to float rounding;
+it saves about (1 - 1/6)/L of the encoder's matmuls (14% for MiniLM-L6, 7% for BERT-base).
+Training keeps the stock forward, so dropout draws the same random masks as the stock model.
 """
 
 from typing import NamedTuple
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from transformers import AutoModel, PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.config import POOLERS
 from pipeline.errors import PipelineError
 
 _POOLERS_NEEDING_ALL_LAYERS = ("avg_first_last", "avg_top2")
+_CLS_POOLERS = ("cls", "cls_before_pooler")
 
 
 class EncoderOutput(NamedTuple):
@@ -96,22 +106,88 @@ def pool(
     return masked_mean((hidden_states[-2] + last) / 2, attention_mask)  # avg_top2
 
 
+def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """softmax(Q K^T * scaling + mask) V per head, for models configured with eager attention."""
+    scores = query @ key.transpose(-1, -2) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.dropout(scores.softmax(-1), p=dropout, training=module.training)
+    return (weights @ value).transpose(1, 2), weights
+
+
+def layer_cls(
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    value_layer: nn.Module | None = None,
+    value_hidden: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The [CLS] row of one stock encoder layer's output, computing that row only: (B, d).
+
+    `hidden` is the layer's input (B, T, d); `attention_mask` the mask the stock model built for
+    its attention implementation. Attention rows are independent, so the [CLS] query row attends
+    over all keys, then projection, residual, LayerNorm and FFN run at [CLS]: the same value as the
+    whole layer's row 0. The layer's own modules and attention function are used, so dropout (in
+    training) applies as in the stock layer. `value_layer` / `value_hidden` take the values from
+    another tower's layer instead (JTCSE's cross-attention, `pipeline.modeling.twin`).
+    """
+    attention = layer.attention.self
+    value_layer = layer if value_layer is None else value_layer
+    value_hidden = hidden if value_hidden is None else value_hidden
+    cls_hidden = hidden[:, :1]
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
+        attention_mask = attention_mask[:, :, :1]
+
+    def split_heads(states: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, heads, T, d_head)
+        return states.view(*states.shape[:-1], -1, attention.attention_head_size).transpose(1, 2)
+
+    attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
+    context, _ = attend(
+        attention,
+        split_heads(attention.query(cls_hidden)),
+        split_heads(attention.key(hidden)),
+        split_heads(value_layer.attention.self.value(value_hidden)),
+        attention_mask,
+        dropout=attention.dropout.p if attention.training else 0.0,
+        scaling=attention.scaling,
+    )
+    context = context.reshape(*cls_hidden.shape[:-1], -1)
+    attention_output = layer.attention.output(context, cls_hidden)  # projection, residual with own input, LN
+    return layer.output(layer.intermediate(attention_output), attention_output)[:, 0]  # FFN + residual + LN
+
+
+def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The stock model's `last_hidden_state[:, 0]`, with the last layer run for [CLS] only: (B, d)."""
+    hidden = model.embeddings(input_ids=input_ids)
+    mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=attention_mask)
+    *lower_layers, last_layer = model.encoder.layer
+    for layer in lower_layers:
+        hidden = layer(hidden, mask)
+    return layer_cls(last_layer, hidden, mask)
+
+
 class SentenceEncoder(nn.Module):
     """A stock BERT/RoBERTa model plus a pooler choice; `model` stays a plain PreTrainedModel."""
 
-    def __init__(self, model: PreTrainedModel, pooler: str = "cls_before_pooler"):
+    def __init__(self, model: PreTrainedModel, pooler: str = "cls_before_pooler", cls_only_last_layer: bool = True):
         super().__init__()
         require_pooler_layer(model)
         self.model = model
         self.pooler = validate_pooler(pooler)
+        # in eval mode with a [CLS] pooler, run the last layer for [CLS] only (module doc); False: the stock forward
+        self.cls_only_last_layer = cls_only_last_layer
 
     @classmethod
     def from_pretrained(
-        cls, path: str, pooler: str = "cls_before_pooler", dropout: float | None = None
+        cls, path: str, pooler: str = "cls_before_pooler", dropout: float | None = None, cls_only_last_layer: bool = True
     ) -> "SentenceEncoder":
-        return cls(load_backbone(path, dropout), pooler)
+        return cls(load_backbone(path, dropout), pooler, cls_only_last_layer)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
+        if self.pooler in _CLS_POOLERS and not self.model.training and self.cls_only_last_layer:
+            last_cls = last_layer_cls(self.model, input_ids, attention_mask)
+            pooler_output = self.model.pooler(last_cls.unsqueeze(1))  # the pooler reads row 0
+            return EncoderOutput(last_cls, pooler_output, pooler_output if self.pooler == "cls" else last_cls)
         output = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

@@ -29,14 +29,12 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.errors import PipelineError
 from pipeline.modeling.distributed import gather_with_grad
-from pipeline.modeling.encoder import load_backbone, require_pooler_layer
+from pipeline.modeling.encoder import last_layer_cls, layer_cls, load_backbone, require_pooler_layer
 from pipeline.config import CROSS_OUTPUTS, allowed_cael_values
 from pipeline.modeling.ensembles import twin_sum
 
@@ -81,15 +79,6 @@ class TwinOutput(NamedTuple):
         return TwinOutput(*(None if t is None else gather_with_grad(t, dim=1) for t in self))
 
 
-def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-    """softmax(Q K^T * scaling + mask) V per head, for models configured with eager attention."""
-    scores = query @ key.transpose(-1, -2) * scaling
-    if attention_mask is not None:
-        scores = scores + attention_mask
-    weights = F.dropout(scores.softmax(-1), p=dropout, training=module.training)
-    return (weights @ value).transpose(1, 2), weights
-
-
 def cross_layer_cls(
     layer: nn.Module,
     hidden: torch.Tensor,
@@ -101,31 +90,10 @@ def cross_layer_cls(
 
     `hidden` / `other_hidden` are the two towers' inputs to this layer (B, T, d);
     `attention_mask` is the mask the stock model built for its own attention implementation.
-    Only c = [CLS] is ever read and attention rows are independent, so only the [CLS] query row
-    SA_I[CLS, :] · V_II(HD_II) and the rest of the layer at [CLS] are computed; that is the same
-    value as running the whole sequence and taking [CLS], at a fraction of the cost.
+    The values come from the other tower: SA_I[CLS, :] · V_II(HD_II), then the rest of the layer
+    at [CLS] (see `layer_cls`).
     """
-    attention = layer.attention.self
-    cls_hidden = hidden[:, :1]
-    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
-        attention_mask = attention_mask[:, :, :1]
-
-    def split_heads(states: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, heads, T, d_head)
-        return states.view(*states.shape[:-1], -1, attention.attention_head_size).transpose(1, 2)
-
-    attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
-    cross_context, _ = attend(
-        attention,
-        split_heads(attention.query(cls_hidden)),
-        split_heads(attention.key(hidden)),
-        split_heads(other_layer.attention.self.value(other_hidden)),
-        attention_mask,
-        dropout=attention.dropout.p if attention.training else 0.0,
-        scaling=attention.scaling,
-    )
-    cross_context = cross_context.reshape(*cls_hidden.shape[:-1], -1)
-    attention_output = layer.attention.output(cross_context, cls_hidden)  # projection, residual with own input, LN
-    return layer.output(layer.intermediate(attention_output), attention_output)[:, 0]  # FFN + residual + LN
+    return layer_cls(layer, hidden, attention_mask, value_layer=other_layer, value_hidden=other_hidden)
 
 
 class TwinEncoder(nn.Module):
@@ -212,7 +180,5 @@ class TwinEncoder(nn.Module):
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path)."""
-        h_I, h_II = (
-            tower(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 0] for tower in self.towers
-        )
+        h_I, h_II = (last_layer_cls(tower, input_ids, attention_mask) for tower in self.towers)
         return twin_sum(h_I, h_II)
