@@ -798,12 +798,17 @@ def bench_evaluation(
     sts_logger = logging.getLogger("pipeline.evaluation.sts")
     level = sts_logger.level
     sts_logger.setLevel(logging.WARNING)  # one line per pass would drown the benchmark's own
+    outputs: dict = {}  # each variant's last result, to compare the embeddings without another pass
+
+    def kept(name: str, function: Callable[[], object]) -> Callable[[], None]:
+        return lambda: outputs.__setitem__(name, function())
+
     try:
         timings = time_interleaved(
             {
-                "evaluator": lambda: embed_sentences(embedder, sentences, batch_size, description="bench evaluator"),
+                "evaluator": kept("evaluator", lambda: embed_sentences(embedder, sentences, batch_size, description="bench evaluator")),
                 "evaluator_stock_forward": lambda: embed_sentences(stock, sentences, batch_size, description="bench stock"),
-                "naive": lambda: naive_embed(stock, sentences, batch_size),
+                "naive": kept("naive", lambda: naive_embed(stock, sentences, batch_size)),
             },
             repeats, warmup=0, synchronize=synchronizer(context.device), device=context.device,
         )
@@ -816,8 +821,7 @@ def bench_evaluation(
                 naive_embed(counter, sentences, batch_size)
             counts[name] = counter
         counts["evaluator_stock_forward"] = counts["evaluator"]
-        table = embed_sentences(embedder, sentences, batch_size, description="bench evaluator")
-        difference = float(np.abs(table.lookup(sentences) - naive_embed(stock, sentences, batch_size)).max())
+        difference = float(np.abs(outputs["evaluator"].lookup(sentences) - outputs["naive"]).max())
     finally:
         sts_logger.setLevel(level)
     records = {}
@@ -1004,16 +1008,26 @@ def run_benchmarks(
             "repeats": scale.repeats, "warmup": scale.warmup, "corpus_sentences": len(sentences),
             "twin_dropout": settings.train.dropout, "cross_outputs": settings.train.cross_outputs,
         }
+        section_seconds: dict[str, float] = {}
+        timer = time.perf_counter()
+
+        def lap(section: str) -> None:
+            nonlocal timer
+            section_seconds[section] = round(time.perf_counter() - timer, 1)
+            timer = time.perf_counter()
+
         if "training" in sections:
             results["training"] = bench_training(
                 backbone, tokenizer, sentences, context, scale.batch_sizes, scale.max_lengths, scale.repeats,
                 scale.warmup, scale.stages, settings, progress,
             )
+            lap("training")
         if "joint_padding" in sections:
             results["joint_padding"] = bench_joint_padding(
                 backbone, tokenizer, sentences, context, scale.joint_batch_size, scale.joint_max_length,
                 scale.repeats, scale.warmup, scale.joint_variants, settings.train, settings.seed, progress,
             )
+            lap("joint_padding")
         if "evaluation" in sections:
             from pipeline.evaluation.sts import load_tasks
 
@@ -1029,11 +1043,14 @@ def run_benchmarks(
                 progress,
             )
             results["evaluation"]["max_pairs"] = scale.eval_max_pairs
+            lap("evaluation")
         if "translation" in sections:
             rtt = params.rtt if params is not None else RttSettings(backend="apertium")
             results["translation"] = bench_translation(
                 sentences[: scale.translation_sentences], rtt, scale.translation_repeats, apertium_pivot, progress,
             )
+            lap("translation")
+        results["section_seconds"] = section_seconds
     progress.close()
     results["summary"] = headline(results)
     results["machine"]["load_average_end"] = [round(load, 2) for load in os.getloadavg()] if hasattr(os, "getloadavg") else None

@@ -121,6 +121,7 @@ def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dic
     json.dumps(results)  # JSON-ready
     assert not _finite_numbers(results)
     assert {"machine", "backbone", "settings", "summary", "wall_seconds", *SECTIONS} <= set(results)
+    assert set(results["section_seconds"]) == set(SECTIONS) and sum(results["section_seconds"].values()) <= results["wall_seconds"]
     assert {"torch", "transformers", "cpu_count_logical", "gpu", "load_average"} <= set(results["machine"])
     assert results["backbone"]["layers"] == 6
     assert set(results["training"]) == set(TRAINING_STAGES)
