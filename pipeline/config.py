@@ -193,14 +193,19 @@ def parse_params(raw: dict[str, Any]) -> Params:
         raise PipelineError(f"invalid params: {describe_validation_error(error, 'params.yaml')}") from None
 
 
-def load_params(path: Path | str = PARAMS_FILE) -> Params:
+def read_yaml_file(path: Path | str, missing_hint: str) -> Any:
+    """A YAML file's content; a one-line PipelineError if it is missing (with `missing_hint`) or not YAML."""
     path = Path(path)
     if not path.is_file():
-        raise PipelineError(f"{path} not found; run from the project root or compose it with `dvc exp run`")
+        raise PipelineError(f"{path} not found; {missing_hint}")
     try:
-        raw = yaml.safe_load(path.read_text())
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         raise PipelineError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
+
+
+def load_params(path: Path | str = PARAMS_FILE) -> Params:
+    raw = read_yaml_file(path, "run from the project root or compose it with `dvc exp run`")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path} must hold a mapping of settings")
     return parse_params(raw)

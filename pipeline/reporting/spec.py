@@ -13,10 +13,9 @@ import re
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline.config import describe_validation_error
+from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 
 TABLES_FILE = Path("tables.yaml")
@@ -131,11 +130,5 @@ def parse_tables(raw: object, source: Path | str = TABLES_FILE) -> TablesFile:
 
 
 def load_tables(path: Path | str = TABLES_FILE) -> TablesFile:
-    path = Path(path)
-    if not path.is_file():
-        raise PipelineError(f"{path} not found; the report stage reads its table specs from it")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        raise PipelineError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
+    raw = read_yaml_file(path, "the report stage reads its table specs from it")
     return parse_tables(raw, path)
