@@ -3,7 +3,7 @@
 What is measured, each several times (median, min, max and interquartile range of the seconds):
 
 - training: one optimizer step (forward, loss, backward, AdamW) of every training stage —
-  `pretrain` (SimCSE), `tncse` (twin, cael 0), `jtcse-1` / `jtcse-6` (twin with 1 / 6 CAELs) and
+  `pretrain` (SimCSE), `tncse` (twin, cael 0), `jtcse-1` / `-3` / `-6` (twin with 1 / 3 / 6 CAELs) and
   `distill` (student + frozen two-tower teacher) — through the stages' own tasks
   (`pipeline.training_tasks`) on a batch made as the training loop makes it (`tokenize_columns`,
   `length_bucketed_batches`, `pad_batch`; of its batches, the one of median padded width), for
@@ -69,7 +69,7 @@ from pipeline.training import RunContext, length_bucketed_batches, pad_batch, ru
 
 log = logging.getLogger(__name__)
 
-TRAINING_STAGES = ("pretrain", "tncse", "jtcse-1", "jtcse-6", "distill")
+TRAINING_STAGES = ("pretrain", "tncse", "jtcse-1", "jtcse-3", "jtcse-6", "distill")
 SECTIONS = ("training", "joint_padding", "evaluation", "translation")
 JOINT_VARIANTS = ("dynamic_vectorised", "padded_looped", "dynamic_looped", "padded_vectorised")
 BASELINE_VARIANT, OPTIMISED_VARIANT = "padded_looped", "dynamic_vectorised"
@@ -463,35 +463,36 @@ class TrainingSettings:
         return cls(params.pretrain, params.train, student, params.seed, pretrain_lr)
 
 
+TWIN_STAGE_FORMS = "jtcse-<cael>[-stream|-side|-mean]"
+
+
 def validate_stage_name(stage: str) -> str:
-    """pretrain, tncse, jtcse-<cael>, jtcse-<cael>-<last|mean> or distill; else a one-line error."""
+    """pretrain, tncse, jtcse-<cael>[-stream|-side|-mean] or distill; else a one-line error."""
     if stage in ("pretrain", "tncse", "distill"):
         return stage
     if stage.startswith("jtcse-"):
         _twin_stage(stage, TrainSettings())
         return stage
-    raise PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, jtcse-<cael>[-last|-mean]")
+    raise PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, {TWIN_STAGE_FORMS}")
 
 
 def _twin_stage(stage: str, train: TrainSettings) -> TrainSettings:
-    """`tncse` → cael 0; `jtcse-<cael>` → that many CAELs; `jtcse-<cael>-<last|mean>` also sets the cross outputs."""
-    from pipeline.modeling import validate_cross_outputs
-
+    """`tncse` → cael 0; `jtcse-<cael>` → that many CAELs (cross mode as configured); a suffix picks
+    the cross mode: `-stream`, `-side` (side outputs of the last CAEL) or `-mean` (side, mean over CAELs)."""
     if stage == "tncse":
         return train.model_copy(update={"cael": 0})
     parts = stage.split("-")
-    if len(parts) not in (2, 3) or not parts[1].isdigit():
-        raise PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, jtcse-<cael>[-last|-mean]")
-    cross_outputs = train.cross_outputs
-    if len(parts) == 3:
-        cross_outputs = validate_cross_outputs(parts[2], f"bench stage {stage}: cross outputs")
-    return train.model_copy(update={"cael": int(parts[1]), "cross_outputs": cross_outputs})
+    modes = {"stream": ("stream", "last"), "side": ("side", "last"), "mean": ("side", "mean")}
+    if len(parts) not in (2, 3) or not parts[1].isdigit() or (len(parts) == 3 and parts[2] not in modes):
+        raise PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, {TWIN_STAGE_FORMS}")
+    cross_mode, cross_outputs = modes[parts[2]] if len(parts) == 3 else (train.cross_mode, train.cross_outputs)
+    return train.model_copy(update={"cael": int(parts[1]), "cross_mode": cross_mode, "cross_outputs": cross_outputs})
 
 
 def make_task(stage: str, backbone: Path, tokenizer, settings: TrainingSettings):
     """(task, lr) of a training stage on `backbone` (both towers and the teacher start from it).
 
-    Stages: pretrain, tncse, jtcse-<cael> (cross outputs as configured) or jtcse-<cael>-<last|mean>, distill."""
+    Stages: pretrain, tncse, jtcse-<cael>[-stream|-side|-mean] (see `_twin_stage`), distill."""
     from pipeline.modeling import validate_cael
     from pipeline.training_tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask, gaussian_negatives
 
@@ -510,7 +511,7 @@ def make_task(stage: str, backbone: Path, tokenizer, settings: TrainingSettings)
         teacher = FrozenEnsemble([(str(backbone), 1.0), (str(backbone), 1.0)])
         student = settings.student
         return DistillTask(backbone, teacher, tokenizer, student.dropout, student.max_length), student.lr
-    raise PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, jtcse-<cael>[-last|-mean]")
+    raise PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, {TWIN_STAGE_FORMS}")
 
 
 def training_step(task, model: nn.Module, optimizer: torch.optim.Optimizer, batch, context: RunContext,
@@ -584,6 +585,7 @@ def bench_training(
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
         results[stage] = {}
         if stage.startswith("jtcse-"):
+            results[stage]["cross_mode"] = task.settings.cross_mode
             results[stage]["cross_outputs"] = task.settings.cross_outputs
         for batch_size, max_length in itertools.product(batch_sizes, max_lengths):
             key = f"b{batch_size}_l{max_length}"
@@ -1008,7 +1010,8 @@ def run_benchmarks(
         results["settings"] = {
             "batch_sizes": list(scale.batch_sizes), "max_lengths": list(scale.max_lengths),
             "repeats": scale.repeats, "warmup": scale.warmup, "corpus_sentences": len(sentences),
-            "twin_dropout": settings.train.dropout, "cross_outputs": settings.train.cross_outputs,
+            "twin_dropout": settings.train.dropout, "cross_mode": settings.train.cross_mode,
+            "cross_outputs": settings.train.cross_outputs,
         }
         section_seconds: dict[str, float] = {}
         timer = time.perf_counter()

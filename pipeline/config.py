@@ -22,11 +22,13 @@ STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKR
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
 LOSS_TERMS = ("nce", "icnce", "ictn")
 CROSS_OUTPUTS = ("last", "mean")
+# stream: cross streams that feed the next layers (JTCSE's reading, the default); side: side outputs of each CAEL
+CROSS_MODES = ("stream", "side")
 
 
-def allowed_cael_values(num_layers: int) -> list[int]:
-    """0 (TNCSE) or a divisor of the layer count: CAELs are evenly spaced."""
-    return [0] + [count for count in range(1, num_layers + 1) if num_layers % count == 0]
+def describe_allowed_cael(num_layers: int) -> str:
+    """0 (TNCSE) up to the layer count: CAELs are spread evenly over any count (`cael_layers`)."""
+    return f"0 (TNCSE) to {num_layers}, the encoder's layer count"
 
 
 class Section(BaseModel):
@@ -112,7 +114,8 @@ class TrainSettings(OptimSettings):
     """The twin stage: TNCSE when cael == 0, JTCSE otherwise."""
 
     lr: float = Field(1e-6, gt=0)
-    cael: int = Field(0, ge=0, description="cross-attention encoder layers; must divide the layer count")
+    cael: int = Field(0, ge=0, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
+    cross_mode: Literal[CROSS_MODES] = "stream"  # type: ignore[valid-type]
     cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
     losses: list[Literal[LOSS_TERMS]] = list(LOSS_TERMS)  # type: ignore[valid-type]
     norm_factor: float = Field(0.5, gt=0, description="the released code's division of the norm loss by 2")
@@ -161,11 +164,15 @@ class Params(Section):
     @model_validator(mode="after")
     def _check_combinations(self) -> "Params":
         layers = self.backbone.num_layers
-        if self.train.cael and layers % self.train.cael:
-            allowed = ", ".join(map(str, allowed_cael_values(layers)))
+        if self.train.cael > layers:
             raise ValueError(
-                f"train.cael={self.train.cael} does not divide the {layers} encoder layers of "
-                f"backbone '{self.backbone.name}'; allowed: {allowed}"
+                f"train.cael={self.train.cael} is more than the {layers} encoder layers of "
+                f"backbone '{self.backbone.name}'; allowed: {describe_allowed_cael(layers)}"
+            )
+        if self.train.cross_mode == "stream" and self.train.cross_outputs != "last":
+            raise ValueError(
+                f"train.cross_outputs={self.train.cross_outputs} applies to train.cross_mode=side only; "
+                "the stream mode reads the cross streams after the last layer (set cross_outputs: last)"
             )
         if set(self.towers) != {"I", "II"}:
             raise ValueError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")

@@ -146,7 +146,8 @@ class TwinTask:
         # without the norm term the pooler layers get no gradient, which DDP must be told
         self.leaves_parameters_unused = "ictn" not in settings.losses
         self.model = TwinEncoder.from_pretrained(
-            str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.dropout
+            str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.dropout,
+            cross_mode=settings.cross_mode,
         )
         self.tokenizer, self.settings, self.seed = tokenizer, settings, seed
         self.gaussian = gaussian_negatives(settings.gaussian, seed)

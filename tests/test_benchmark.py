@@ -146,12 +146,13 @@ def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dic
     assert "joint_speedup_dynamic_vectorised_vs_padded_looped" in results["summary"]
 
 
-def test_a_cael_that_does_not_divide_the_layers_is_skipped(tmp_path, sentences):
+def test_a_cael_above_the_layer_count_is_skipped(tmp_path, sentences):
     two_layers = save_tiny_bert(tmp_path / "two", seed=1, layers=2)
     scale = replace(QUICK, stages=("jtcse-6", "jtcse-2-mean"))
     results = run_benchmarks(scale, device="cpu", backbone_dir=two_layers, corpus=sentences, sections=("training",),
                              show_progress=False)
-    assert "does not divide" in results["training"]["jtcse-6"]["skipped"]
+    assert "is more than the 2 encoder layers" in results["training"]["jtcse-6"]["skipped"]
+    assert results["training"]["jtcse-2-mean"]["cross_mode"] == "side"
     assert results["training"]["jtcse-2-mean"]["cross_outputs"] == "mean"
     assert results["training"]["jtcse-2-mean"]["b4_l16"]["steps_per_s"] > 0
     with pytest.raises(PipelineError, match="jtcse-x"):

@@ -25,7 +25,9 @@ def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
         (lambda p: p.update(no_such_key=1), "unknown setting 'no_such_key'"),
         (lambda p: p["data"]["wiki"].update(limit=-5), "data.wiki.limit=-5"),
         (lambda p: p["data"]["wiki"].update(limit="many"), "data.wiki.limit='many'"),
-        (lambda p: p["train"].update(cael=4), "train.cael=4 does not divide the 6 encoder layers"),
+        (lambda p: p["train"].update(cael=7), "train.cael=7 is more than the 6 encoder layers"),
+        (lambda p: p["train"].update(cross_mode="both"), "train.cross_mode='both'"),
+        (lambda p: p["train"].update(cross_outputs="mean"), "train.cross_outputs=mean applies to train.cross_mode=side only"),
         (lambda p: p["rtt"].update(backend="bing"), "rtt.backend='bing'"),
         (lambda p: p["train"].update(losses=["nce", "magic"]), "train.losses.1='magic'"),
         (lambda p: p["pretrain"].update(rtt_as="both"), "pretrain.rtt_as='both'"),
@@ -40,13 +42,15 @@ def test_bad_values_give_one_line_naming_key_and_value(tiny_params_dict, edit, e
     assert "\n" not in message
 
 
-def test_cael_allowed_values_are_listed(tiny_params_dict):
-    tiny_params_dict["train"]["cael"] = 5
-    with pytest.raises(PipelineError, match="allowed: 0, 1, 2, 3, 6"):
+def test_every_cael_up_to_the_layer_count_is_allowed(tiny_params_dict):
+    tiny_params_dict["train"]["cael"] = 7
+    with pytest.raises(PipelineError, match=r"allowed: 0 \(TNCSE\) to 6, the encoder's layer count"):
         parse_params(tiny_params_dict)
-    for cael in (0, 1, 2, 3, 6):
+    for cael in range(7):  # 4 and 5 do not divide MiniLM's 6 layers: evenly spread all the same
         tiny_params_dict["train"]["cael"] = cael
         assert parse_params(tiny_params_dict).train.cael == cael
+    tiny_params_dict["train"].update(cross_mode="side", cross_outputs="mean")
+    assert parse_params(tiny_params_dict).train.cross_outputs == "mean"
 
 
 def test_missing_params_file_is_a_clear_error(tmp_path):

@@ -182,16 +182,24 @@ def test_cael_placement():
     assert cael_layers(2, 6) == [2, 5]  # layers 3 and 6
     assert cael_layers(3, 6) == [1, 3, 5]  # layers 2, 4, 6
     assert cael_layers(6, 6) == [0, 1, 2, 3, 4, 5]
-    assert cael_layers(4, 12) == [2, 5, 8, 11]  # layers 3, 6, 9, 12
+    assert cael_layers(4, 6) == [1, 2, 4, 5]  # not a divisor: layers 2, 3, 5, 6, still evenly spread
+    assert cael_layers(5, 6) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("cael", range(1, 13))
+def test_cael_placement_is_jtcse_eq_7_whenever_cael_divides_the_layers(cael):
+    layers = cael_layers(cael, 12)
+    assert len(layers) == len(set(layers)) == cael and layers[-1] == 11  # always ends at layer L
+    if 12 % cael == 0:  # Eq. 7: the 1-based layers i with i mod (L / cael) == 0
+        assert [i + 1 for i in layers] == [i for i in range(1, 13) if i % (12 // cael) == 0]
 
 
 @pytest.mark.parametrize(
     "cael, message",
     [
-        (4, "train.cael=4 does not divide the 6 encoder layers of the backbone; allowed: 0, 1, 2, 3, 6"),
-        (-1, "train.cael=-1 is negative; allowed: 0, 1, 2, 3, 6"),
-        (12, "train.cael=12 does not divide the 6 encoder layers of the backbone; allowed: 0, 1, 2, 3, 6"),
-        ("2", "train.cael='2' is not an integer; allowed: 0, 1, 2, 3, 6"),
+        (7, "train.cael=7 is more than the 6 encoder layers of the backbone; allowed: 0 (TNCSE) to 6, the encoder's layer count"),
+        (-1, "train.cael=-1 is negative; allowed: 0 (TNCSE) to 6, the encoder's layer count"),
+        ("2", "train.cael='2' is not an integer; allowed: 0 (TNCSE) to 6, the encoder's layer count"),
     ],
 )
 def test_bad_cael_raises_one_line(cael, message):
@@ -204,10 +212,14 @@ def test_bad_cael_raises_one_line(cael, message):
 
 def test_twin_refuses_bad_cael_and_cross_outputs():
     tower_I, tower_II = twin_pair("bert", layers=6)
-    with pytest.raises(PipelineError, match="train.cael=4 does not divide the 6 encoder layers"):
-        TwinEncoder(tower_I, tower_II, cael=4)
+    with pytest.raises(PipelineError, match="train.cael=7 is more than the 6 encoder layers"):
+        TwinEncoder(tower_I, tower_II, cael=7)
     with pytest.raises(PipelineError, match="train.cross_outputs=first"):
         TwinEncoder(tower_I, tower_II, cael=2, cross_outputs="first")
+    with pytest.raises(PipelineError, match="train.cross_mode=both"):
+        TwinEncoder(tower_I, tower_II, cael=2, cross_mode="both")
+    with pytest.raises(PipelineError, match="train.cross_outputs=mean applies to train.cross_mode=side only"):
+        TwinEncoder(tower_I, tower_II, cael=2, cross_outputs="mean", cross_mode="stream")
     with pytest.raises(PipelineError, match="towers differ"):
         TwinEncoder(tower_I, tiny_model("bert", 3, layers=4))
 
@@ -244,18 +256,25 @@ def test_cael_zero_is_the_stock_forward_bit_for_bit_even_with_dropout(family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("layers, cael", [(2, 1), (4, 2), (6, 3), (6, 6)])
-def test_cross_attention_leaves_the_normal_streams_as_the_stock_forward(family, layers, cael):
+@pytest.mark.parametrize("mode, cross_outputs", [("stream", "last"), ("side", "mean")])
+@pytest.mark.parametrize("layers, cael", [(2, 1), (4, 2), (6, 3), (6, 4), (6, 6)])
+def test_cross_attention_leaves_the_normal_streams_as_the_stock_forward(family, mode, cross_outputs, layers, cael):
     tower_I, tower_II = twin_pair(family, layers)
     input_ids, attention_mask = tiny_batch(family)
-    out = TwinEncoder(tower_I, tower_II, cael=cael, cross_outputs="mean")(input_ids, attention_mask)
+    out = TwinEncoder(tower_I, tower_II, cael=cael, cross_outputs=cross_outputs, cross_mode=mode)(input_ids, attention_mask)
     stock = [tower(input_ids=views(input_ids), attention_mask=views(attention_mask)) for tower in (tower_I, tower_II)]
     assert torch.equal(out.last_cls, torch.stack([s.last_hidden_state[:, 0] for s in stock]))
     assert torch.equal(out.pooler_output, torch.stack([s.pooler_output for s in stock]))
 
 
 def hand_cross_cls(layer, hidden, other_layer, other_hidden, attention_mask, heads=4):
-    """JTCSE Eq. 8-10 and the rest of the layer written out with the raw weights."""
+    """[CLS] of `hand_cross_layer`."""
+    return hand_cross_layer(layer, hidden, other_layer, other_hidden, attention_mask, heads)[:, 0]
+
+
+def hand_cross_layer(layer, hidden, other_layer, other_hidden, attention_mask, heads=4):
+    """JTCSE Eq. 8-10 and the rest of the layer written out with the raw weights (all rows).
+    With `other_layer is layer` and `other_hidden is hidden` it is the stock layer."""
     attention, other_attention = layer.attention.self, other_layer.attention.self
     batch, length, width = hidden.shape
     head_size = width // heads
@@ -286,7 +305,7 @@ def hand_cross_cls(layer, hidden, other_layer, other_hidden, attention_mask, hea
         ffn.LayerNorm.bias,
         ffn.LayerNorm.eps,
     )
-    return out[:, 0]
+    return out
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -294,7 +313,7 @@ def hand_cross_cls(layer, hidden, other_layer, other_hidden, attention_mask, hea
 def test_cross_output_equals_hand_computation(family, attn_implementation):
     tower_I, tower_II = twin_pair(family, layers=2, attn_implementation=attn_implementation)
     input_ids, attention_mask = tiny_batch(family)
-    out = TwinEncoder(tower_I, tower_II, cael=1)(input_ids, attention_mask)  # CAEL = layer 2
+    out = TwinEncoder(tower_I, tower_II, cael=1, cross_mode="side")(input_ids, attention_mask)  # CAEL = layer 2
     ids, mask = views(input_ids), views(attention_mask)
     inputs = [
         t(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[1] for t in (tower_I, tower_II)
@@ -327,20 +346,21 @@ def test_cross_outputs_last_and_mean(family):
             ]
         )
 
-    mean_of_three = TwinEncoder(tower_I, tower_II, cael=3, cross_outputs="mean")(input_ids, attention_mask)
+    mean_of_three = TwinEncoder(tower_I, tower_II, cael=3, cross_outputs="mean", cross_mode="side")(input_ids, attention_mask)
     expected = torch.stack([cross_cls_at(index) for index in (1, 3, 5)]).mean(0)
     assert torch.allclose(mean_of_three.cross_cls, expected, atol=1e-6)
-    last_of_three = TwinEncoder(tower_I, tower_II, cael=3, cross_outputs="last")(input_ids, attention_mask)
+    last_of_three = TwinEncoder(tower_I, tower_II, cael=3, cross_outputs="last", cross_mode="side")(input_ids, attention_mask)
     assert torch.allclose(last_of_three.cross_cls, cross_cls_at(5), atol=1e-6)
     # the last CAEL is always the last layer, so with "last" the count of CAELs does not matter
-    last_of_one = TwinEncoder(tower_I, tower_II, cael=1)(input_ids, attention_mask)
+    last_of_one = TwinEncoder(tower_I, tower_II, cael=1, cross_mode="side")(input_ids, attention_mask)
     assert torch.equal(last_of_one.cross_cls, last_of_three.cross_cls)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_cross_outputs_follow_the_other_towers_values_and_normal_outputs_do_not(family):
+@pytest.mark.parametrize("mode", ["stream", "side"])
+def test_cross_outputs_follow_the_other_towers_values_and_normal_outputs_do_not(family, mode):
     tower_I, tower_II = twin_pair(family, layers=4)
-    twin = TwinEncoder(tower_I, tower_II, cael=2)  # CAELs at layers 2 and 4, "last" reads layer 4
+    twin = TwinEncoder(tower_I, tower_II, cael=2, cross_mode=mode)  # CAELs at layers 2 and 4; c read after layer 4
     input_ids, attention_mask = tiny_batch(family)
     before = twin(input_ids, attention_mask)
     with torch.no_grad():
@@ -363,9 +383,10 @@ def parameters_with_gradient(model: torch.nn.Module) -> set[str]:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_gradients_reach_what_the_papers_say(family):
+@pytest.mark.parametrize("mode", ["stream", "side"])
+def test_gradients_reach_what_the_papers_say(family, mode):
     tower_I, tower_II = twin_pair(family, layers=4)
-    twin = TwinEncoder(tower_I, tower_II, cael=2).train()
+    twin = TwinEncoder(tower_I, tower_II, cael=2, cross_mode=mode).train()
     input_ids, attention_mask = tiny_batch(family)
 
     # a tower's own L_NCE trains that tower only
@@ -400,6 +421,121 @@ def test_encode_is_the_sum_of_the_towers_last_cls(family):
     )
     for cael in (0, 4):
         assert torch.allclose(TwinEncoder(tower_I, tower_II, cael=cael).encode(input_ids, attention_mask), expected, atol=1e-5)
+
+
+# ---- JTCSE cross streams (cross_mode="stream") --------------------------------------------
+
+
+def hand_cross_streams(towers, cael, input_ids, attention_mask):
+    """The cross streams written out with `hand_cross_layer`: [CLS] of each after layer L, (2, 2N, d)."""
+    ids, mask = views(input_ids), views(attention_mask)
+    normal = [t(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states for t in towers]
+    cross = None
+    for index in range(towers[0].config.num_hidden_layers):
+        layers = [t.encoder.layer[index] for t in towers]
+        if index in cael_layers(cael, len(normal[0]) - 1):
+            inputs = [normal[0][index], normal[1][index]] if cross is None else cross
+            cross = [
+                hand_cross_layer(layers[0], inputs[0], layers[1], inputs[1], mask),
+                hand_cross_layer(layers[1], inputs[1], layers[0], inputs[0], mask),
+            ]
+        elif cross is not None:  # an ordinary layer: self-attention on the cross stream
+            cross = [hand_cross_layer(layer, states, layer, states, mask) for layer, states in zip(layers, cross)]
+    return torch.stack([states[:, 0] for states in cross])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("cael", [1, 2, 3])
+def test_cross_streams_equal_hand_computation(family, cael):
+    towers = twin_pair(family, layers=3)  # cael 1: layer 3; 2: layers 2, 3; 3: layers 1, 2, 3
+    input_ids, attention_mask = tiny_batch(family)
+    out = TwinEncoder(*towers, cael=cael)(input_ids, attention_mask)
+    assert torch.allclose(out.cross_cls, hand_cross_streams(towers, cael, input_ids, attention_mask), atol=1e-5)
+
+
+@pytest.mark.parametrize("layers, counts", [(12, [1, 2, 3, 4, 6, 12]), (6, [1, 2, 3, 4, 5, 6])])
+def test_every_cael_count_gives_other_cross_outputs_and_the_stock_normal_streams(layers, counts):
+    tower_I, tower_II = twin_pair("bert", layers)
+    input_ids, attention_mask = tiny_batch("bert")
+    ids, mask = views(input_ids), views(attention_mask)
+    stock = [tower(input_ids=ids, attention_mask=mask) for tower in (tower_I, tower_II)]
+    cross = {}
+    for cael in counts:
+        out = TwinEncoder(tower_I, tower_II, cael=cael)(input_ids, attention_mask)  # eval mode: dropout off
+        assert torch.equal(out.last_cls, torch.stack([s.last_hidden_state[:, 0] for s in stock]))
+        assert torch.equal(out.pooler_output, torch.stack([s.pooler_output for s in stock]))
+        cross[cael] = out.cross_cls
+    for first in counts:
+        for second in counts:
+            if first < second:
+                assert not torch.allclose(cross[first], cross[second], atol=1e-4), (first, second)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_one_cael_stream_equals_side_exactly_even_with_dropout(family):
+    tower_I, tower_II = twin_pair(family, layers=4)
+    input_ids, attention_mask = tiny_batch(family)
+    outputs = []
+    for mode in ("stream", "side"):
+        twin = TwinEncoder(tower_I, tower_II, cael=1, cross_mode=mode).train()
+        torch.manual_seed(3)
+        outputs.append(twin(input_ids, attention_mask))
+    for stream, side in zip(*outputs):
+        assert torch.equal(stream, side)
+
+
+def count_layer_calls(twin: TwinEncoder, input_ids, attention_mask) -> list[list[int]]:
+    """How often each layer's feed-forward runs in one forward, per tower."""
+    counts = [[0] * twin.num_layers for _ in twin.towers]
+    handles = [
+        layer.intermediate.register_forward_hook(lambda *_, t=t, i=i: counts[t].__setitem__(i, counts[t][i] + 1))
+        for t, tower in enumerate(twin.towers)
+        for i, layer in enumerate(tower.encoder.layer)
+    ]
+    twin(input_ids, attention_mask)
+    for handle in handles:
+        handle.remove()
+    return counts
+
+
+def test_the_cross_stream_runs_every_layer_from_the_first_cael_on():
+    twin = TwinEncoder(*twin_pair("bert", layers=6), cael=2)  # CAELs at layers 3 and 6
+    input_ids, attention_mask = tiny_batch("bert")
+    # layers 1-2: the normal stream only; layers 3-6: the normal stream and the cross stream
+    assert count_layer_calls(twin, input_ids, attention_mask) == [[1, 1, 2, 2, 2, 2]] * 2
+    side = TwinEncoder(*twin.towers, cael=2, cross_mode="side")  # side outputs of layer 6 only
+    assert count_layer_calls(side, input_ids, attention_mask) == [[1, 1, 1, 1, 1, 2]] * 2
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_cross_loss_trains_every_layer_from_the_first_cael_on_in_both_towers(family):
+    tower_I, tower_II = twin_pair(family, layers=6)
+    twin = TwinEncoder(tower_I, tower_II, cael=2).train()  # CAELs at layers 3 and 6 (0-based 2, 5)
+    input_ids, attention_mask = tiny_batch(family)
+    out = twin(input_ids, attention_mask)
+    icnce(out.cross_cls[0], out.cross_cls[1]).backward()
+    kinds = ("attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
+             "intermediate.dense.weight", "output.dense.weight")
+    for tower in (tower_I, tower_II):
+        reached = parameters_with_gradient(tower)
+        for index in range(2, 6):
+            assert {f"encoder.layer.{index}.{kind}" for kind in kinds} <= reached
+        assert not {n for n in reached if n.startswith("pooler")}
+    # The layers before the first CAEL do not run on the cross stream: their gradient from the cross
+    # loss is exactly what flows back through the normal streams' input to layer 3.
+    twin.zero_grad(set_to_none=True)
+    layer_inputs = []
+    hooks = [t.encoder.layer[2].register_forward_pre_hook(lambda _, args: layer_inputs.append(args[0])) for t in twin.towers]
+    out = twin(input_ids, attention_mask)
+    for hook in hooks:
+        hook.remove()
+    loss = icnce(out.cross_cls[0], out.cross_cls[1])
+    below = [p for t in twin.towers for n, p in t.named_parameters() if n.startswith(("encoder.layer.0.", "encoder.layer.1."))]
+    direct = torch.autograd.grad(loss, below, retain_graph=True)
+    through_input = torch.autograd.grad(loss, layer_inputs, retain_graph=True)
+    chained = torch.autograd.grad(layer_inputs, below, grad_outputs=through_input)
+    for a, b in zip(direct, chained):
+        assert torch.allclose(a, b, atol=1e-6)
 
 
 # ---- ensembles and DDP gathering ------------------------------------------------------------

@@ -15,7 +15,7 @@ Single encoder (pretraining, distillation, evaluation)::
 
 Twin (joint stage)::
 
-    twin = TwinEncoder.from_pretrained(path_I, path_II, cael=0, cross_outputs="last", dropout=0.00025)
+    twin = TwinEncoder.from_pretrained(path_I, path_II, cael=0, dropout=0.00025, cross_mode="stream")
     out = twin(input_ids, attention_mask)          # N sentences -> TwinOutput, views at rows 2k, 2k+1
     out = out.gather()                             # under DDP: global in-batch negatives
     loss = losses.twin_objective(out, losses=("nce", "icnce", "ictn"), generator=g).total
@@ -27,18 +27,20 @@ Public API:
   `forward(input_ids, attention_mask) -> EncoderOutput(last_cls, pooler_output, pooled)`, each (B, d).
   In eval mode with a [CLS] pooler the last layer runs for [CLS] only (`last_layer_cls`).
 - `last_layer_cls(model, input_ids, attention_mask) -> (B, d)`: a stock model's last-layer [CLS],
-  the last layer computed for that row only; `layer_cls(layer, hidden, mask, value_layer,
-  value_hidden)`: one layer's [CLS] row (optionally with another layer's values).
+  the last layer computed for that row only; `layer_forward(layer, hidden, mask, value_layer,
+  value_hidden, cls_only)`: one stock layer, optionally with another layer's values (JTCSE's
+  cross-attention); `layer_cls(...)`: its [CLS] row only.
 - `POOLERS`, `validate_pooler(pooler, key)`, `pool(...)`, `masked_mean(hidden, mask)`.
 - `set_dropout(model, p)`: hidden and attention dropout of an existing model (and its config).
 - `load_backbone(path, dropout=None)`: AutoModel with its pooler layer.
-- `TwinEncoder(tower_I, tower_II, cael=0, cross_outputs="last")`, `.from_pretrained(path_I,
-  path_II, cael, cross_outputs, dropout)`, `forward(input_ids, attention_mask) -> TwinOutput`,
+- `TwinEncoder(tower_I, tower_II, cael=0, cross_outputs="last", cross_mode="stream")`,
+  `.from_pretrained(path_I, path_II, cael, cross_outputs, dropout, cross_mode)`, `forward(input_ids, attention_mask) -> TwinOutput`,
   `encode(input_ids, attention_mask) -> (N, d)`, `.towers`, `.cross_layers` (0-based CAELs).
 - `TwinOutput(last_cls, pooler_output, cross_cls)`: (2, 2N, d) stacks, tower I at index 0;
   `cross_cls` is None when cael == 0; `.gather()` all-gathers the views across DDP ranks.
-- `validate_cael(cael, num_layers, key="train.cael")`, `cael_layers(cael, num_layers) -> list[int]`
-  (0-based), `CROSS_OUTPUTS`, `validate_cross_outputs(value, key)`.
+- `validate_cael(cael, num_layers, key="train.cael")` (0 ≤ cael ≤ L), `cael_layers(cael, num_layers)
+  -> list[int]` (0-based, the k-th at 1-based layer ⌈k·L/cael⌉), `CROSS_OUTPUTS`,
+  `validate_cross_outputs(value, key)`, `CROSS_MODES`, `validate_cross_mode(mode, cross_outputs, key)`.
 - `cross_layer_cls(layer, hidden, mask, other_layer, other_hidden) -> (B, d)`: [CLS] of one CAEL's
   cross outputs (the only row the objective reads, so the only one computed).
 - `twin_sum(h_I, h_II)`, `tower_sum(embeddings)`, `uc_ensemble(h_I, h_II, h_uc, weight)`,
@@ -57,6 +59,7 @@ from pipeline.modeling.encoder import (
     SentenceEncoder,
     last_layer_cls,
     layer_cls,
+    layer_forward,
     load_backbone,
     masked_mean,
     pool,
@@ -65,16 +68,19 @@ from pipeline.modeling.encoder import (
 )
 from pipeline.modeling.ensembles import PAPER_UC_WEIGHT, tower_sum, twin_sum, uc_ensemble
 from pipeline.modeling.twin import (
+    CROSS_MODES,
     CROSS_OUTPUTS,
     TwinEncoder,
     TwinOutput,
     cael_layers,
     cross_layer_cls,
     validate_cael,
+    validate_cross_mode,
     validate_cross_outputs,
 )
 
 __all__ = [
+    "CROSS_MODES",
     "CROSS_OUTPUTS",
     "PAPER_UC_WEIGHT",
     "POOLERS",
@@ -87,6 +93,7 @@ __all__ = [
     "gather_with_grad",
     "last_layer_cls",
     "layer_cls",
+    "layer_forward",
     "load_backbone",
     "masked_mean",
     "pool",
@@ -95,6 +102,7 @@ __all__ = [
     "twin_sum",
     "uc_ensemble",
     "validate_cael",
+    "validate_cross_mode",
     "validate_cross_outputs",
     "validate_pooler",
 ]

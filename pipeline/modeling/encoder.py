@@ -115,27 +115,31 @@ def _eager_attention(module, query, key, value, attention_mask, dropout=0.0, sca
     return (weights @ value).transpose(1, 2), weights
 
 
-def layer_cls(
+def layer_forward(
     layer: nn.Module,
     hidden: torch.Tensor,
     attention_mask: torch.Tensor | None,
     value_layer: nn.Module | None = None,
     value_hidden: torch.Tensor | None = None,
+    cls_only: bool = False,
 ) -> torch.Tensor:
-    """The [CLS] row of one stock encoder layer's output, computing that row only: (B, d).
+    """One stock encoder layer, optionally with another tower's values: (B, T, d), or (B, 1, d) with `cls_only`.
 
     `hidden` is the layer's input (B, T, d); `attention_mask` the mask the stock model built for
-    its attention implementation. Attention rows are independent, so the [CLS] query row attends
-    over all keys, then projection, residual, LayerNorm and FFN run at [CLS]: the same value as the
-    whole layer's row 0. The layer's own modules and attention function are used, so dropout (in
-    training) applies as in the stock layer. `value_layer` / `value_hidden` take the values from
-    another tower's layer instead (JTCSE's cross-attention, `pipeline.modeling.twin`).
+    its attention implementation. The queries and keys come from `hidden` through this layer;
+    the values from `value_hidden` through `value_layer` (JTCSE's cross-attention,
+    `pipeline.modeling.twin`; by default this layer's own). Then projection, residual with
+    `hidden`, LayerNorm and FFN, as in the stock layer. The layer's own modules and attention
+    function are used, so dropout (in training) applies as in the stock layer.
+    With `cls_only` only the [CLS] query row is computed: attention rows are independent, so it
+    attends over all keys and the rest of the layer runs at [CLS] — the same value as the whole
+    layer's row 0.
     """
     attention = layer.attention.self
     value_layer = layer if value_layer is None else value_layer
     value_hidden = hidden if value_hidden is None else value_hidden
-    cls_hidden = hidden[:, :1]
-    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
+    query_hidden = hidden[:, :1] if cls_only else hidden
+    if cls_only and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
         attention_mask = attention_mask[:, :, :1]
 
     def split_heads(states: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, heads, T, d_head)
@@ -144,16 +148,27 @@ def layer_cls(
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
     context, _ = attend(
         attention,
-        split_heads(attention.query(cls_hidden)),
+        split_heads(attention.query(query_hidden)),
         split_heads(attention.key(hidden)),
         split_heads(value_layer.attention.self.value(value_hidden)),
         attention_mask,
         dropout=attention.dropout.p if attention.training else 0.0,
         scaling=attention.scaling,
     )
-    context = context.reshape(*cls_hidden.shape[:-1], -1)
-    attention_output = layer.attention.output(context, cls_hidden)  # projection, residual with own input, LN
-    return layer.output(layer.intermediate(attention_output), attention_output)[:, 0]  # FFN + residual + LN
+    context = context.reshape(*query_hidden.shape[:-1], -1)
+    attention_output = layer.attention.output(context, query_hidden)  # projection, residual with own input, LN
+    return layer.output(layer.intermediate(attention_output), attention_output)  # FFN + residual + LN
+
+
+def layer_cls(
+    layer: nn.Module,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    value_layer: nn.Module | None = None,
+    value_hidden: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The [CLS] row of one stock encoder layer's output, computing that row only: (B, d) (see `layer_forward`)."""
+    return layer_forward(layer, hidden, attention_mask, value_layer, value_hidden, cls_only=True)[:, 0]
 
 
 def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -4,25 +4,30 @@ Each tower is a stock Hugging Face BERT-family model with its own weights. A bat
 sentences becomes 2N interleaved dropout views per tower: the two views of sentence k sit at rows
 2k and 2k+1.
 
-Cross-attention encoder layers (CAELs). With L encoder layers and `cael` CAELs, the CAELs are the
-1-based layers i with i mod (L / cael) == 0 (JTCSE Eq. 7 with k = L / cael). At a CAEL j, tower I
-runs its normal layer unchanged and, as a side output, its cross path:
+Cross-attention encoder layers (CAELs). With L encoder layers and `cael` CAELs, the k-th CAEL is
+the 1-based layer ceil(k·L / cael), k = 1..cael: JTCSE Eq. 7 (i mod (L / cael) == 0) when cael
+divides L, evenly spaced otherwise; the last CAEL is always layer L. At a CAEL, tower I's cross
+computation is
 
-    SA_I   = softmax(Q_I(HD_I) K_I(HD_I)^T / sqrt(d_head) + mask)   per head    (Eq. 8)
-    CACT_I = SA_I · V_II(HD_II)                                                (Eq. 10)
-    c_I    = FFN_I(LN_I(W_O,I · CACT_I + HD_I))  with FFN_I's own residual + LN
+    SA_I   = softmax(Q_I(X_I) K_I(X_I)^T / sqrt(d_head) + mask)   per head     (Eq. 8)
+    CACT_I = SA_I · V_II(X_II)                                                (Eq. 10)
+    out_I  = FFN_I(LN_I(W_O,I · CACT_I + X_I))  with FFN_I's own residual + LN
 
-where HD is each tower's input to layer j; symmetrically c_II. No new weights; the cross outputs
-never feed later layers, so the towers' normal streams stay independent and inference is two
-plain encoders. The cross path reuses the stock layer's own Linear / LayerNorm / intermediate /
-output modules and the attention function transformers selected for the model (SDPA where
-possible), so dropout in training applies to it as to the normal path. Only c's [CLS] row is
-computed (see `cross_layer_cls`).
+with X the layer's inputs; symmetrically for tower II. No new weights: the stock layer's own
+modules and attention function run it, so dropout in training applies as in the normal path.
 
-`cross_outputs="last"` takes c = [CLS] of the last CAEL's cross outputs (the paper's c^O);
-`"mean"` averages the [CLS] of every CAEL's cross outputs. The last CAEL is always layer L, and
-with `"last"` earlier CAELs feed nothing, so only that layer's cross path is computed: every
-`cael > 0` then gives the same model, and only `"mean"` makes the CAEL count matter.
+`cross_mode="stream"` (default; JTCSE's "propagated forward to the next EncoderLayer"): each tower
+has a cross stream beside its normal stream. At the first CAEL it starts from the towers' normal
+layer inputs (X = HD); from then on it is the input of the tower's next layers: an ordinary layer
+runs self-attention on it, a further CAEL crosses again between the two cross streams. c = [CLS]
+of the cross streams after layer L (only that row of layer L is computed). The cross stream costs
+one extra layer per layer from the first CAEL on.
+
+`cross_mode="side"` (the older reading): the cross computation is a side output of each CAEL from
+the normal streams' inputs and feeds nothing; c = [CLS] of the last CAEL's (`cross_outputs="last"`)
+or the mean over all CAELs (`"mean"`). With `"last"` every cael > 0 gives the same model.
+
+In both modes the normal streams never read a cross stream, so inference is two plain encoders.
 """
 
 from typing import NamedTuple
@@ -34,37 +39,44 @@ from transformers.masking_utils import create_bidirectional_mask
 
 from pipeline.errors import PipelineError
 from pipeline.modeling.distributed import gather_with_grad
-from pipeline.modeling.encoder import last_layer_cls, layer_cls, load_backbone, require_pooler_layer
-from pipeline.config import CROSS_OUTPUTS, allowed_cael_values
+from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
+from pipeline.config import CROSS_MODES, CROSS_OUTPUTS, describe_allowed_cael  # noqa: F401 (re-exported)
 from pipeline.modeling.ensembles import twin_sum
 
+
 def validate_cael(cael: int, num_layers: int, key: str = "train.cael") -> int:
-    """`cael` must be 0 (TNCSE) or a divisor of the layer count; raise a one-line PipelineError."""
-    allowed = ", ".join(map(str, allowed_cael_values(num_layers)))
+    """`cael` must be an integer from 0 (TNCSE) to the layer count; raise a one-line PipelineError."""
+    allowed = describe_allowed_cael(num_layers)
     if isinstance(cael, bool) or not isinstance(cael, int):
         raise PipelineError(f"{key}={cael!r} is not an integer; allowed: {allowed}")
     if cael < 0:
         raise PipelineError(f"{key}={cael} is negative; allowed: {allowed}")
-    if cael > 0 and num_layers % cael != 0:
-        raise PipelineError(
-            f"{key}={cael} does not divide the {num_layers} encoder layers of the backbone; allowed: {allowed}"
-        )
+    if cael > num_layers:
+        raise PipelineError(f"{key}={cael} is more than the {num_layers} encoder layers of the backbone; allowed: {allowed}")
     return cael
 
 
 def cael_layers(cael: int, num_layers: int) -> list[int]:
-    """0-based indices of the CAELs: the 1-based layers i with i mod (num_layers / cael) == 0."""
+    """0-based indices of the CAELs: the k-th is the 1-based layer ceil(k·L / cael), k = 1..cael.
+
+    Exactly JTCSE Eq. 7 (1-based i with i mod (L / cael) == 0) when cael divides L; evenly
+    spaced and ending at layer L for any other count (6 layers, cael 4 → layers 2, 3, 5, 6)."""
     validate_cael(cael, num_layers)
-    if cael == 0:
-        return []
-    spacing = num_layers // cael
-    return [layer - 1 for layer in range(spacing, num_layers + 1, spacing)]
+    return [-(-k * num_layers // cael) - 1 for k in range(1, cael + 1)]
 
 
 def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
     if cross_outputs not in CROSS_OUTPUTS:
         raise PipelineError(f"{key}={cross_outputs} is not known; allowed: {', '.join(CROSS_OUTPUTS)}")
     return cross_outputs
+
+
+def validate_cross_mode(cross_mode: str, cross_outputs: str, key: str = "train.cross_mode") -> str:
+    if cross_mode not in CROSS_MODES:
+        raise PipelineError(f"{key}={cross_mode} is not known; allowed: {', '.join(CROSS_MODES)}")
+    if cross_mode == "stream" and cross_outputs != "last":
+        raise PipelineError(f"train.cross_outputs={cross_outputs} applies to {key}=side only; allowed with stream: last")
+    return cross_mode
 
 
 class TwinOutput(NamedTuple):
@@ -105,6 +117,7 @@ class TwinEncoder(nn.Module):
         tower_II: PreTrainedModel,
         cael: int = 0,
         cross_outputs: str = "last",
+        cross_mode: str = "stream",
     ):
         super().__init__()
         for tower in (tower_I, tower_II):
@@ -119,8 +132,9 @@ class TwinEncoder(nn.Module):
         self.num_layers = shapes[0][0]
         self.cael = validate_cael(cael, self.num_layers)
         self.cross_outputs = validate_cross_outputs(cross_outputs)
+        self.cross_mode = validate_cross_mode(cross_mode, cross_outputs)
         self.cross_layers = cael_layers(cael, self.num_layers)
-        # With "last", earlier CAELs' side outputs feed nothing, so they are not computed.
+        # Side mode with "last": earlier CAELs' side outputs feed nothing, so they are not computed.
         self.computed_cross_layers = self.cross_layers[-1:] if cross_outputs == "last" else self.cross_layers
 
     @classmethod
@@ -131,8 +145,9 @@ class TwinEncoder(nn.Module):
         cael: int = 0,
         cross_outputs: str = "last",
         dropout: float | None = None,
+        cross_mode: str = "stream",
     ) -> "TwinEncoder":
-        return cls(load_backbone(path_I, dropout), load_backbone(path_II, dropout), cael, cross_outputs)
+        return cls(load_backbone(path_I, dropout), load_backbone(path_II, dropout), cael, cross_outputs, cross_mode)
 
     @property
     def towers(self) -> tuple[PreTrainedModel, PreTrainedModel]:
@@ -149,15 +164,48 @@ class TwinEncoder(nn.Module):
                 pooler_output=torch.stack([o.pooler_output for o in outputs]),
                 cross_cls=None,
             )
-        return self._forward_with_cross_attention(view_ids, view_mask)
+        if self.cross_mode == "side":
+            return self._forward_with_side_outputs(view_ids, view_mask)
+        return self._forward_with_cross_streams(view_ids, view_mask)
 
-    def _forward_with_cross_attention(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
-        """The stock forward, unrolled layer by layer so the CAELs can read both towers' inputs."""
+    def _embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        """Each tower's embedding output and the attention mask its attention implementation takes."""
         hidden = [tower.embeddings(input_ids=input_ids) for tower in self.towers]
         masks = [
             create_bidirectional_mask(config=tower.config, inputs_embeds=states, attention_mask=attention_mask)
             for tower, states in zip(self.towers, hidden)
         ]
+        return hidden, masks
+
+    def _outputs(self, hidden: list[torch.Tensor], cross_cls: torch.Tensor) -> TwinOutput:
+        return TwinOutput(
+            last_cls=torch.stack([states[:, 0] for states in hidden]),
+            pooler_output=torch.stack([tower.pooler(states) for tower, states in zip(self.towers, hidden)]),
+            cross_cls=cross_cls,
+        )
+
+    def _forward_with_cross_streams(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
+        """The stock forward layer by layer, plus a cross stream per tower from the first CAEL on."""
+        hidden, masks = self._embed(input_ids, attention_mask)
+        cross: list[torch.Tensor] | None = None  # the towers' cross streams, once started
+        last_index = self.num_layers - 1
+        for index in range(self.num_layers):
+            layers = [tower.encoder.layer[index] for tower in self.towers]
+            if index in self.cross_layers:
+                inputs = hidden if cross is None else cross  # the first CAEL starts from the normal streams
+                # only [CLS] of layer L's cross output is read (the last CAEL is always layer L)
+                cross = [
+                    layer_forward(layers[0], inputs[0], masks[0], layers[1], inputs[1], cls_only=index == last_index),
+                    layer_forward(layers[1], inputs[1], masks[1], layers[0], inputs[0], cls_only=index == last_index),
+                ]
+            elif cross is not None:
+                cross = [layer(states, mask) for layer, states, mask in zip(layers, cross, masks)]
+            hidden = [layer(states, mask) for layer, states, mask in zip(layers, hidden, masks)]
+        return self._outputs(hidden, torch.stack([states[:, 0] for states in cross]))
+
+    def _forward_with_side_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
+        """The stock forward, unrolled layer by layer so the CAELs can read both towers' inputs."""
+        hidden, masks = self._embed(input_ids, attention_mask)
         cross_cls = []
         for index in range(self.num_layers):
             layers = [tower.encoder.layer[index] for tower in self.towers]
@@ -171,11 +219,7 @@ class TwinEncoder(nn.Module):
                     )
                 )
             hidden = [layer(states, mask) for layer, states, mask in zip(layers, hidden, masks)]
-        return TwinOutput(
-            last_cls=torch.stack([states[:, 0] for states in hidden]),
-            pooler_output=torch.stack([tower.pooler(states) for tower, states in zip(self.towers, hidden)]),
-            cross_cls=torch.stack(cross_cls).mean(0),
-        )
+        return self._outputs(hidden, torch.stack(cross_cls).mean(0))
 
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
