@@ -33,3 +33,74 @@ def test_resume_state_is_not_a_stage_output():
     paths = [path for _, path, _ in stage_outputs(ROOT / "dvc.yaml")]
     assert paths, "no outputs read from dvc.yaml"
     assert not [path for path in paths if path.startswith(("data/cache", "data/checkpoints"))]
+
+
+# ---- code dependencies ----------------------------------------------------------------------
+
+
+def module_file(module: str) -> Path | None:
+    """The file of a project module (`pipeline.rtt` → pipeline/rtt/__init__.py), None for others."""
+    if module.split(".")[0] not in ("pipeline", "stages"):
+        return None
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imported_files(path: Path) -> set[Path]:
+    """Project files one file imports, at module level or inside functions (lazy imports run too)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # `from pipeline.x import y`: y may be a submodule or a name defined in pipeline/x
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            for end in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
+                file = module_file(".".join(parts[:end]))
+                if file is not None:
+                    found.add(file)
+    return found
+
+
+def import_closure(start: Path) -> set[Path]:
+    closure, pending = set(), [start]
+    while pending:
+        file = pending.pop()
+        if file not in closure:
+            closure.add(file)
+            pending += imported_files(file)
+    return closure
+
+
+def stage_code_deps(dvc_file: Path):
+    """(stage, the stage module's file, its declared deps as absolute paths) for every
+    `python -m stages <name>` stage."""
+    stages = yaml.safe_load(dvc_file.read_text())["stages"]
+    for name, stage in stages.items():
+        body = stage.get("do", stage)
+        words = body["cmd"].split()
+        workdir = dvc_file.parent / stage.get("wdir", ".")
+        if words[:3] == ["python", "-m", "stages"]:
+            yield name, ROOT / "stages" / f"{words[3]}.py", [(workdir / str(dep)).resolve() for dep in body.get("deps") or []]
+
+
+def test_every_stage_depends_on_the_code_it_runs():
+    """Change any file a stage imports (directly, lazily or transitively) and `dvc repro` reruns it."""
+    checked = 0
+    for dvc_file in (ROOT / "dvc.yaml", ROOT / "bench" / "dvc.yaml"):
+        for stage, module, declared in stage_code_deps(dvc_file):
+            for file in sorted(import_closure(module)):
+                if file.name == "__init__.py" and file.parent in (ROOT / "pipeline", ROOT / "stages"):
+                    continue  # the top-level package markers hold no code
+                covered = any(file == dep or dep in file.parents for dep in declared)
+                assert covered, f"{dvc_file.relative_to(ROOT)}:{stage} runs {file.relative_to(ROOT)} but does not list it in deps"
+            checked += 1
+    assert checked >= 8
