@@ -147,6 +147,14 @@ class EvalSettings(Section):
     mteb: MtebSettings = MtebSettings()
 
 
+class AnalysisSettings(Section):
+    """The analyze stage's data choices (docs/method.md, "Analyses")."""
+
+    align_data: Literal["all", "test"] = Field(
+        "all", description="alignment/uniformity on every STS-B split (SimCSE) or the test split capped by eval.max_pairs"
+    )
+
+
 class Params(Section):
     scale: Literal["tiny", "paper"]
     seed: int = 42
@@ -159,6 +167,7 @@ class Params(Section):
     train: TrainSettings
     distill: DistillSettings
     eval: EvalSettings = EvalSettings()
+    analysis: AnalysisSettings = AnalysisSettings()
     report: dict[str, Any] = {}
 
     @model_validator(mode="after")

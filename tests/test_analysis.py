@@ -21,17 +21,21 @@ from pipeline.evaluation.analysis import (
     GOLD_BINS,
     alignment,
     analyze_layers,
+    attention_map,
     attention_received,
     cls_energy,
     cosine_density,
     efficiency,
     inference_gmacs,
     is_punctuation_token,
-    linear_gmacs,
     load_eager_model,
     norm_statistics,
+    positive_pairs,
+    thop_formula_gmacs,
+    thop_gmacs,
     uniformity,
 )
+from pipeline.data.readers import ScoredPair
 from pipeline.evaluation.models import pipeline_models, split_available
 from stages.cli import app
 
@@ -111,15 +115,63 @@ def test_gmacs_formula_matches_a_hand_count_and_doubles_for_a_twin():
     assert inference_gmacs(config, t) == pytest.approx(hand / 1e9)
     assert inference_gmacs(config, t, towers=2) == pytest.approx(2 * hand / 1e9)
     assert inference_gmacs({"hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64}, t) == inference_gmacs(config, t)
-    assert linear_gmacs(config, t) == pytest.approx((hand - 2 * 6400) / 1e9)
-    # BERT-base at 64 tokens: thop-style (Linear only) 5.44 per encoder; JTCSE Table VII twin 10.90
+    layer_norms = 4 * (1 + 2 * 2) * t * 32  # 4 per element of the embedding LayerNorm and 2 per layer
+    assert thop_formula_gmacs(config, t) == pytest.approx((hand - 2 * 6400 + layer_norms) / 1e9)
+    # BERT-base at 64 tokens: thop counts 5.44 per encoder; JTCSE Table VII prints 5.40 single, 10.90 twin
     bert_base = {"hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072}
-    assert linear_gmacs(bert_base, 64, towers=2) == pytest.approx(10.90, abs=0.05)
+    assert thop_formula_gmacs(bert_base, 64) == pytest.approx(5.4413, abs=1e-4)
+    assert thop_formula_gmacs(bert_base, 64, towers=2) == pytest.approx(10.90, abs=0.05)
     assert efficiency(79.70, 10.90) == pytest.approx(7.31, abs=0.01)
     assert efficiency(None, 10.90) is None
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+@pytest.mark.parametrize("seq_len", [16, 64])
+def test_thop_counts_what_its_formula_says(family, seq_len):
+    from transformers import BertModel, RobertaConfig, RobertaModel
+
+    shape = dict(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                 max_position_embeddings=80)
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(**shape)) if family == "bert" else RobertaModel(RobertaConfig(**shape, pad_token_id=1))
+    assert thop_gmacs(model.eval(), seq_len) == pytest.approx(thop_formula_gmacs(model.config, seq_len), rel=1e-9)
+    # thop leaves the model as it was: no counting buffers in its state
+    assert not [name for name in model.state_dict() if "total_" in name]
+
+
+def test_alignment_positives_are_pairs_with_gold_strictly_above_4():
+    pairs = [ScoredPair("a", "b", score) for score in (5.0, 4.2, 4.0, 3.9, 4.000001)]
+    assert [pair.score for pair in positive_pairs(pairs)] == [5.0, 4.2, 4.000001]
+
+
+def test_cosine_grid_shares_sum_to_one_in_every_gold_group():
+    rng = np.random.default_rng(2)
+    gold = rng.uniform(0, 5, 300)
+    cosines = np.clip(gold / 5 + rng.normal(0, 0.3, 300), -1, 1)
+    density = cosine_density(cosines, gold)
+    for label, shares in density.grid.items():
+        assert shares.shape == (5,) and float(shares.sum()) == pytest.approx(1.0)
+    # bins over [0, 1]: negatives go to the first bin, 1.0 to the last, 0.2 opens the second
+    edges = cosine_density([-0.5, 0.0, 0.19, 0.2, 0.99, 1.0], [4.5] * 6)
+    assert edges.grid["4-5"].tolist() == pytest.approx([3 / 6, 1 / 6, 0, 0, 2 / 6])
+    assert not cosine_density([0.5], [0.5]).grid["3-4"].any()
+
+
 # ----------------------------------------------------------------------------- layer level
+
+
+def test_attention_map_is_the_head_average_of_the_models_attentions(tmp_path):
+    folder = save_tiny_bert(tmp_path / "two", seed=3, layers=2)
+    model, tokenizer = load_eager_model(folder), AutoTokenizer.from_pretrained(str(folder))
+    result = attention_map(model, tokenizer, "the cat sleeps .")
+    batch = tokenizer("the cat sleeps .", return_tensors="pt")
+    attentions = model(**batch, output_attentions=True).attentions
+    assert result["tokens"][0] == "[CLS]" and result["tokens"][-1] == "[SEP]"
+    assert len(result["layers"]) == 2
+    for layer, expected in zip(result["layers"], attentions):
+        assert torch.allclose(torch.tensor(layer, dtype=torch.float64), expected[0].double().mean(0), atol=1e-6)
+        assert torch.allclose(torch.tensor(layer, dtype=torch.float64).sum(-1), torch.ones(len(result["tokens"]), dtype=torch.float64))
+
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +301,8 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
         assert key in backbone
     assert len(backbone["e_cls"]) == 3 and backbone["seq_len"] == 16
     config = BertConfig.from_pretrained(tiny_project / "backbone")
-    assert backbone["gmacs"] == pytest.approx(inference_gmacs(config, 16))
+    assert backbone["gmacs"] == pytest.approx(thop_formula_gmacs(config, 16))  # thop's count
+    assert backbone["gmacs_with_attention"] == pytest.approx(inference_gmacs(config, 16))
     assert backbone["eta"] == pytest.approx(42.0 / backbone["gmacs"])
     assert 0 <= backbone["alignment"] <= 4 and backbone["uniformity"] <= 0
 
@@ -271,6 +324,26 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
         assert list(density.columns) == ["cosine", *analyzed]
     norms = pd.read_csv(analysis / "norm_histogram.csv")
     assert list(norms.columns) == ["norm", "last_hidden", "pooler"]
+    grid = pd.read_csv(analysis / "cosine_grid.csv")
+    assert list(grid.columns) == ["model", "gold", "0-0.2", "0.2-0.4", "0.4-0.6", "0.6-0.8", "0.8-1"]
+    assert len(grid) == 5 * len(analyzed)
+    maps = json.loads((analysis / "attention_maps.json").read_text())
+    assert list(maps) == ["backbone", "pretrain-I", "pretrain-II"]  # the ensemble's towers are these two
+    assert maps["backbone"]["sentence"] == "This is an example sentence for visualizing attention scores."
+    for figure in ("cosine_grid.png", "attention_maps.png"):
+        assert (analysis / figure).read_bytes().startswith(b"\x89PNG")
+
+
+def test_stage_takes_alignment_and_uniformity_from_every_stsb_split(
+    tmp_path, tiny_project, mirror, tiny_params_dict, monkeypatch
+):
+    tiny_params_dict["analysis"] = {"align_data": "all"}
+    _layout_project(tmp_path, tiny_project, mirror, tiny_params_dict)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["analyze"])
+    assert result.exit_code == 0, result.output
+    backbone = json.loads((tmp_path / "reports" / "analysis" / "backbone.json").read_text())
+    assert backbone["pairs"] == 40 and backbone["align_pairs"] > 8000  # train + dev + test, uncapped
 
 
 def test_stage_needs_the_backbone(tmp_path, tiny_params_dict, mirror, monkeypatch):

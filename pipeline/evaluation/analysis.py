@@ -3,22 +3,27 @@
 Embedding level (any model, ensembles included; inputs are embedding matrices):
 
 - `alignment(x, y, alpha=2)` and `uniformity(x, t=2)` (Wang & Isola 2020; JTCSE Eq. 16-17),
-  on L2-normalised embeddings. The stage takes STS-B test pairs with gold >= 4 as positives and
-  every distinct STS-B test sentence for uniformity, as SimCSE's analysis does.
-- `cosine_density(cosines, gold)`: histogram (density) of a model's cosine similarities per
-  gold-score bin [0,1), [1,2), [2,3), [3,4), [4,5] (JTCSE Fig. 5).
+  on L2-normalised embeddings. As SimCSE defines them: STS-B pairs with gold > 4 are the
+  positives (`positive_pairs`), the STS-B sentences the data distribution (which splits:
+  `analysis.align_data`, docs/method.md).
+- `cosine_density(cosines, gold)`: per gold group [0,1), [1,2), [2,3), [3,4), [4,5], the shares
+  of its pairs in five cosine bins over [0, 1] (JTCSE Fig. 5's grid, `grid`) and a 40-bin
+  density histogram over [-1, 1] (SimCSE's figure, `density`).
 
 Layer level (one encoder; for an ensemble the stage reports each tower), from one forward pass of
 an *eager-attention* copy of the model (`analyze_layers`):
 
 - `cls_energy(context, mask)`: the CLS energy weight E_CLS (JTCSE Eq. 6) of one layer.
 - `attention_received(probs, mask, punct)`: attention received by [CLS], [SEP] and the final
-  punctuation token (the attention-sink analysis, JTCSE Fig. 9).
+  punctuation token, averaged over heads, queries and sentences (the attention-sink statistic).
+- `attention_map(model, sentence)`: per layer, the head-averaged attention matrix of one
+  sentence (JTCSE Fig. 9, for `ATTENTION_MAP_SENTENCE`).
 - `norm_statistics(last_hidden, pooler)`: ||h^L|| ([CLS] of the last hidden state) vs ||h^P||
   (pooler output) — the modulus argument of JTCSE's discussion section.
 
-Cost: `inference_gmacs(config, seq_len, towers)` (analytic multiply-accumulates of one forward
-pass) and `efficiency(score, gmacs)` = η of JTCSE Table VII.
+Cost (JTCSE Table VII): `thop_gmacs(model, seq_len)` counts one forward pass with the thop package,
+as the paper does (its count equals `thop_formula_gmacs`: the Linear and LayerNorm layers);
+`inference_gmacs` also counts the attention matrix products; `efficiency(score, gmacs)` = η.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import logging
 import math
 import time
 import unicodedata
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +47,11 @@ from pipeline.errors import PipelineError
 log = logging.getLogger(__name__)
 
 GOLD_BINS: tuple[tuple[float, float], ...] = ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
-POSITIVE_GOLD = 4.0  # STS-B pairs with gold >= 4 are the positives of `alignment`
+POSITIVE_GOLD = 4.0  # STS-B pairs with gold > 4 are the positives of `alignment` (SimCSE's definition)
 COSINE_BINS = 40  # histogram bins over [-1, 1] (width 0.05)
+GRID_BINS = 5  # JTCSE Fig. 5: cosine bins 0-0.2 … 0.8-1.0
+# JTCSE Fig. 9's sentence
+ATTENTION_MAP_SENTENCE = "This is an example sentence for visualizing attention scores."
 NORM_BINS = 80
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 DEFAULT_SEQ_LEN = 64  # the twin stage's max length in the released code
@@ -91,6 +100,11 @@ def uniformity(x: torch.Tensor | np.ndarray, t: float = 2, block: int = 1024) ->
     return float(torch.logsumexp(torch.stack(chunks), dim=0) - math.log(n * (n - 1) / 2))
 
 
+def positive_pairs(pairs: Sequence[Any]) -> list[Any]:
+    """The positive pairs of `alignment`: gold strictly above 4 ("pairs with a score higher than 4", SimCSE)."""
+    return [pair for pair in pairs if pair.score > POSITIVE_GOLD]
+
+
 def pair_cosines(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> np.ndarray:
     """cos(a_i, b_i) row by row, in float64 (a zero row scores 0)."""
     return (_normalised(a) * _normalised(b)).sum(1).numpy()
@@ -101,14 +115,22 @@ def gold_bin_label(low: float, high: float) -> str:
     return f"{low:g}-{high:g}"
 
 
+def grid_bin_labels(bins: int = GRID_BINS) -> list[str]:
+    """'0-0.2' … '0.8-1': the cosine bins of JTCSE Fig. 5's grid."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    return [f"{low:g}-{high:g}" for low, high in zip(edges[:-1], edges[1:])]
+
+
 @dataclass(frozen=True)
 class CosineDensity:
-    """Per gold bin: the density histogram of cosine similarities over `edges` and its pair count."""
+    """Per gold bin: the density histogram of cosine similarities over `edges`, JTCSE's grid row
+    (shares of the pairs in `GRID_BINS` bins over [0, 1]) and the pair count."""
 
     edges: np.ndarray
     density: dict[str, np.ndarray]
     counts: dict[str, int]
     mean_cosine: dict[str, float | None]
+    grid: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def centres(self) -> np.ndarray:
@@ -121,13 +143,18 @@ def cosine_density(
     gold_bins: Sequence[tuple[float, float]] = GOLD_BINS,
     bins: int = COSINE_BINS,
 ) -> CosineDensity:
-    """JTCSE Fig. 5: for each gold bin [lo, hi) (the last one [lo, hi]), the histogram of the cosines
-    of its pairs over `bins` equal bins of [-1, 1] with density=True, i.e. count / (n · width), so
-    Σ density · width = 1 for every non-empty bin. An empty gold bin has all-zero density.
+    """For each gold bin [lo, hi) (the last one [lo, hi]):
+
+    - `grid`: JTCSE Fig. 5, the share of its pairs in each of `GRID_BINS` equal cosine bins over
+      [0, 1] (the last bin closed); a negative cosine counts in the first bin. Sums to 1.
+    - `density`: the histogram of its cosines over `bins` equal bins of [-1, 1] with density=True,
+      count / (n · width), so Σ density · width = 1 (SimCSE's figure).
+    An empty gold bin has all-zero shares and density.
     """
     cosines, gold = np.clip(np.asarray(cosines, np.float64), -1, 1), np.asarray(gold, np.float64)
     edges = np.linspace(-1.0, 1.0, bins + 1)
-    density, counts, means = {}, {}, {}
+    grid_index = np.minimum(np.floor(np.clip(cosines, 0, 1) * GRID_BINS), GRID_BINS - 1).astype(int)
+    density, counts, means, grid = {}, {}, {}, {}
     for number, (low, high) in enumerate(gold_bins):
         last = number == len(gold_bins) - 1
         inside = (gold >= low) & ((gold <= high) if last else (gold < high))
@@ -136,9 +163,10 @@ def cosine_density(
         if counts[label]:
             density[label] = np.histogram(cosines[inside], bins=edges, density=True)[0]
             means[label] = float(cosines[inside].mean())
+            grid[label] = np.bincount(grid_index[inside], minlength=GRID_BINS) / counts[label]
         else:
-            density[label], means[label] = np.zeros(bins), None
-    return CosineDensity(edges, density, counts, means)
+            density[label], means[label], grid[label] = np.zeros(bins), None, np.zeros(GRID_BINS)
+    return CosineDensity(edges, density, counts, means, grid)
 
 
 # --------------------------------------------------------------------------- norms
@@ -251,12 +279,28 @@ class LayerAnalysis:
     pooler_norms: np.ndarray  # ||h^P|| per sentence
     sentences: int
     config: Any = field(repr=False, default=None)
+    gmacs: float | None = None  # thop's count of one forward pass at `seq_len` tokens
+    attention_map: dict[str, Any] | None = None  # JTCSE Fig. 9 (`attention_map`)
 
     def norms(self) -> dict[str, Any]:
         return norm_statistics(self.last_hidden_norms, self.pooler_norms)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"e_cls": self.e_cls, "norms": self.norms(), "attention_sink": self.attention_sink}
+
+
+def attention_map(encoder: torch.nn.Module, tokenizer, sentence: str = ATTENTION_MAP_SENTENCE) -> dict[str, Any]:
+    """JTCSE Fig. 9: for one sentence, each layer's attention matrix averaged over heads.
+
+    `encoder` is an eager-attention model (`load_eager_model`). Returns {"sentence", "tokens" (the
+    model's tokens, special ones included), "layers": one T×T list per layer (query rows, key
+    columns; rows sum to 1)}."""
+    batch = tokenizer(sentence, return_tensors="pt").to(next(encoder.parameters()).device)
+    with torch.inference_mode():
+        output = encoder(**batch, output_attentions=True)
+    return {
+        "sentence": sentence,
+        "tokens": tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
+        "layers": [layer[0].double().mean(0).cpu().tolist() for layer in output.attentions],
+    }
 
 
 def load_eager_model(model: str | Path, device: torch.device | str = "cpu"):
@@ -288,6 +332,7 @@ def analyze_layers(
     batch_size: int = 64,
     device: torch.device | str = "cpu",
     description: str = "layers",
+    seq_len: int = DEFAULT_SEQ_LEN,
 ) -> LayerAnalysis:
     """E_CLS per layer, attention received per layer and the norms of h^L and h^P, in one eager pass.
 
@@ -361,6 +406,8 @@ def analyze_layers(
         pooler_norms=torch.cat(pooler_norms).numpy(),
         sentences=count,
         config=encoder.config,
+        gmacs=thop_gmacs(encoder, seq_len),
+        attention_map=attention_map(encoder, tokenizer),
     )
 
 
@@ -380,7 +427,8 @@ def _architecture(config: Any) -> tuple[int, int, int]:
 
 
 def inference_gmacs(config: Any, seq_len: int = DEFAULT_SEQ_LEN, towers: int = 1) -> float:
-    """Multiply-accumulates (×1e-9) of one forward pass of one sentence of `seq_len` tokens (T).
+    """Multiply-accumulates (×1e-9) of one forward pass of one sentence of `seq_len` tokens (T),
+    attention matrix products included (thop does not count them; see `thop_gmacs`).
 
     Per encoder layer: Q, K, V and output projections 4·T·d², attention scores QKᵀ and the weighted
     sum of V 2·T²·d (over all heads), feed-forward 2·T·d·d_ff; plus the pooler d² (one [CLS] vector).
@@ -395,13 +443,33 @@ def inference_gmacs(config: Any, seq_len: int = DEFAULT_SEQ_LEN, towers: int = 1
     return towers * (layers * per_layer + d * d) / 1e9
 
 
-def linear_gmacs(config: Any, seq_len: int = DEFAULT_SEQ_LEN, towers: int = 1) -> float:
-    """What a module profiler such as thop (JTCSE Table VII) counts: the nn.Linear layers only,
-    L·(4Td² + 2Tdd_ff) + d², ×towers, ×1e-9 — `inference_gmacs` without the attention matmuls.
-    For BERT-base at T = 64 this is 5.44 per encoder (Table VII: 5.40 single, 10.90 twin)."""
+def thop_formula_gmacs(config: Any, seq_len: int = DEFAULT_SEQ_LEN, towers: int = 1) -> float:
+    """What thop counts for a BERT-family encoder, written out (tests prove it equal to `thop_gmacs`):
+    every nn.Linear in·out per output row (Q, K, V, output 4·T·d², feed-forward 2·T·d·d_ff, the
+    pooler d² on its one [CLS] row) and every LayerNorm 4 per element (normalise 2, affine 2; 1 + 2L
+    of them, T·d elements); embeddings, softmax, GELU and the attention matrix products count zero.
+
+    GMAC = L·(4Td² + 2Tdd_ff) + d² + 4·(1 + 2L)·T·d, ×towers, ×1e-9."""
     d, layers, d_ff = _architecture(config)
     t = int(seq_len)
-    return towers * (layers * (4 * t * d * d + 2 * t * d * d_ff) + d * d) / 1e9
+    return towers * (layers * (4 * t * d * d + 2 * t * d * d_ff) + d * d + 4 * (1 + 2 * layers) * t * d) / 1e9
+
+
+def thop_gmacs(model: torch.nn.Module, seq_len: int = DEFAULT_SEQ_LEN) -> float:
+    """GMAC of one forward pass of one sentence of `seq_len` tokens, counted by thop (JTCSE Table VII:
+    "We use the Thop package to evaluate the inference overhead of the model")."""
+    import thop
+
+    input_ids = torch.full((1, int(seq_len)), 3, dtype=torch.long, device=next(model.parameters()).device)
+    try:
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # thop's distutils version check
+            macs, _ = thop.profile(model, inputs=(input_ids,), verbose=False)
+    finally:
+        for module in model.modules():  # thop leaves its counters as buffers on every module
+            for name in ("total_ops", "total_params"):
+                module._buffers.pop(name, None)
+    return float(macs) / 1e9
 
 
 def efficiency(score: float | None, gmacs: float) -> float | None:
@@ -447,6 +515,18 @@ class Analysis:
             ]
         return tables
 
+    def cosine_grid_table(self) -> list[dict[str, Any]]:
+        """JTCSE Fig. 5: rows model, gold group, then the share of the group's pairs per cosine bin."""
+        return [
+            {"model": name, "gold": label} | dict(zip(grid_bin_labels(), shares.tolist()))
+            for name, density in self.densities.items()
+            for label, shares in density.grid.items()
+        ]
+
+    def attention_maps(self) -> dict[str, dict[str, Any]]:
+        """JTCSE Fig. 9: the attention map of every distinct tower, keyed by its folder."""
+        return {tower: analysis.attention_map for tower, analysis in self.layers.items()}
+
     def norm_histogram_table(self, towers: Sequence[str]) -> list[dict[str, Any]]:
         """Rows norm (bin centre), last_hidden, pooler (densities) of the given towers' sentences pooled."""
         last = np.concatenate([self.layers[tower].last_hidden_norms for tower in towers])
@@ -467,27 +547,35 @@ def analyze_models(
     max_length: int = 128,
     device: torch.device | str = "cpu",
     seq_len: int = DEFAULT_SEQ_LEN,
+    align_pairs: Sequence[Any] | None = None,
 ) -> Analysis:
     """Every analysis for every named model (a weighted sum of tower folders) on scored pairs.
 
-    `pairs` are STS-B test `ScoredPair`s: their distinct sentences are encoded once per distinct
-    tower (`embed_sentences` with `make_embedder(tower)`, the evaluation embedder, so the pooler
-    is the evaluated one) and ensembles are weighted sums of tower tables (`combine_tables`), as
-    in `evaluate_models`. The layer analyses run once per distinct tower on the same sentences.
-    `scores` gives each model's 7-STS average for η (None or absent: η is null with a note).
+    `pairs` are STS-B test `ScoredPair`s (cosine densities, layer analyses); `align_pairs` the
+    STS-B pairs of alignment and uniformity (default: `pairs`). Their distinct sentences are
+    encoded once per distinct tower (`embed_sentences` with `make_embedder(tower)`, the evaluation
+    embedder, so the pooler is the evaluated one) and ensembles are weighted sums of tower tables
+    (`combine_tables`), as in `evaluate_models`. The layer analyses run once per distinct tower on
+    the sentences of `pairs`. `scores` gives each model's 7-STS average for η (None or absent: η
+    is null with a note).
     """
     from pipeline.evaluation.sts import combine_tables, embed_sentences
 
     scores = scores or {}
+    align_pairs = pairs if align_pairs is None else align_pairs
     sentences = list(dict.fromkeys(s for pair in pairs for s in (pair.sentence1, pair.sentence2)))
+    align_sentences = list(dict.fromkeys(s for pair in align_pairs for s in (pair.sentence1, pair.sentence2)))
     gold = np.array([pair.score for pair in pairs], np.float64)
-    positives = [pair for pair in pairs if pair.score >= POSITIVE_GOLD]
+    positives = positive_pairs(align_pairs)
     towers = list(dict.fromkeys(tower for members in models.values() for tower, _ in members))
     tables, layers = {}, {}
     for tower in towers:
         label = "/".join(Path(tower).parts[-2:])
-        tables[tower] = embed_sentences(make_embedder(tower), sentences, batch_size, description=f"embed {label}")
-        layers[tower] = analyze_layers(tower, sentences, max_length, batch_size, device, description=f"layers {label}")
+        to_embed = list(dict.fromkeys(sentences + align_sentences))
+        tables[tower] = embed_sentences(make_embedder(tower), to_embed, batch_size, description=f"embed {label}")
+        layers[tower] = analyze_layers(
+            tower, sentences, max_length, batch_size, device, description=f"layers {label}", seq_len=seq_len
+        )
 
     reports, densities = {}, {}
     for name, members in models.items():
@@ -497,19 +585,21 @@ def analyze_models(
         member_layers = {tower: layers[tower] for tower, _ in members}
         ensemble = len(members) > 1
         e_cls = np.mean([analysis.e_cls for analysis in member_layers.values()], axis=0).tolist()
-        gmacs = sum(inference_gmacs(layers[tower].config, seq_len) for tower, _ in members)
+        gmacs = sum(layers[tower].gmacs for tower, _ in members)
         score = scores.get(name)
         report: dict[str, Any] = {
             "model": name,
             "towers": [{"path": tower, "weight": weight} for tower, weight in members],
             "pairs": len(pairs),
+            "align_pairs": len(align_pairs),
             "positive_pairs": len(positives),
             "sentences": len(sentences),
+            "align_sentences": len(align_sentences),
             "alignment": (
                 alignment(table.lookup([p.sentence1 for p in positives]), table.lookup([p.sentence2 for p in positives]))
                 if positives else None
             ),
-            "uniformity": uniformity(table.vectors),
+            "uniformity": uniformity(table.lookup(align_sentences)),
             "e_cls": e_cls,
             "e_cls_mean": float(np.mean(e_cls)),
         }
@@ -522,12 +612,14 @@ def analyze_models(
             report["norms"] = analysis.norms()
             report["attention_sink"] = analysis.attention_sink
         report["cosine_density"] = {
-            label: {"pairs": density.counts[label], "mean_cosine": density.mean_cosine[label]} for label in density.counts
+            label: {"pairs": density.counts[label], "mean_cosine": density.mean_cosine[label]}
+            | dict(zip(grid_bin_labels(), density.grid[label].tolist()))
+            for label in density.counts
         }
         report |= {
             "seq_len": seq_len,
             "gmacs": gmacs,
-            "gmacs_linear": sum(linear_gmacs(layers[tower].config, seq_len) for tower, _ in members),
+            "gmacs_with_attention": sum(inference_gmacs(layers[tower].config, seq_len) for tower, _ in members),
             "avg": score,
             "eta": efficiency(score, gmacs),
         }
