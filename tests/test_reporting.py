@@ -100,9 +100,22 @@ def test_missing_rows_are_listed_with_the_command_that_produces_them():
 
 def test_a_row_the_backbone_cannot_run_is_not_applicable():
     table = build_table(TABLES, "jtcse-cael", source_with({}))
-    assert "does not divide the 6 encoder layers" in row_of(table, "4 CAELs").not_applicable
-    assert "train.cael=4" not in " ".join(table.queue_commands)
-    assert len(table.queue_commands) == 4  # 1, 2, 3, 6; "w/o" is the workspace's own run
+    assert "is more than the 6 encoder layers" in row_of(table, "12 CAELs").not_applicable
+    assert row_of(table, "4 CAELs").not_applicable is None  # CAELs at layers 2, 3, 5, 6
+    assert "train.cael=12" not in " ".join(table.queue_commands)
+    assert len(table.queue_commands) == 5  # 1, 2, 3, 4, 6; "w/o" is the workspace's own run
+
+
+def test_the_index_lists_the_analysis_figures_that_exist(tmp_path):
+    from pipeline.reporting.report import write_tables
+
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "cosine_grid.png").write_bytes(b"\x89PNG")
+    (tmp_path / "tables").mkdir()
+    write_tables([build_table(TABLES, "jtcse-cael", source_with({}))], tmp_path / "tables")
+    readme = (tmp_path / "tables" / "README.md").read_text()
+    assert "- [cosine_grid.png](../analysis/cosine_grid.png): Share of STS-B test pairs" in readme
+    assert "attention_maps.png" not in readme  # not drawn yet
 
 
 def test_placeholders_scale_with_the_batch_size():
@@ -152,7 +165,9 @@ def test_cael_table_renders_from_recorded_experiments():
         "6 CAELs": (71.02, "exp blank-tort"),  # not the newer cael-6 run that also changed the losses
         "w/o (TNCSE)": (68.8, "workspace"),
     }
-    assert table.complete and not table.queue_commands
+    # the recording has no finished cael-4 run (4 CAELs did not run on 6 layers then): it is to queue
+    assert [row.label for row in table.missing_rows] == ["4 CAELs"]
+    assert table.queue_commands == ["dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=4"]
     assert len(searches) == 1
     assert r"71.02 \| 79.70 \| -8.68" in markdown(table)
 
@@ -245,8 +260,8 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
 
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue="jtcse-cael", run=False)
     printed = capsys.readouterr().out.splitlines()
-    queued = [f"dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael={cael}" for cael in (1, 2, 3, 6)]
-    assert printed[:4] == queued
+    queued = [f"dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael={cael}" for cael in (1, 2, 3, 4, 6)]
+    assert printed[:5] == queued
 
 
 # --- the papers' numbers: a second, independent transcription -----------------------------------

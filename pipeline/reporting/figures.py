@@ -20,6 +20,12 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 from matplotlib import pyplot as plt  # noqa: E402
 
 _PNG_METADATA = {"Software": None}
+# The figures the analyze stage draws (file under reports/analysis/ → what it shows), listed in
+# reports/tables/README.md.
+ANALYSIS_FIGURES = {
+    "cosine_grid.png": "Share of STS-B test pairs per cosine bin in each gold group, per model (JTCSE Fig. 5)",
+    "attention_maps.png": "Head-averaged attention maps of one sentence, layers × models (JTCSE Fig. 9)",
+}
 
 
 def _png(figure) -> bytes:

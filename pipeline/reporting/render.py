@@ -7,6 +7,8 @@ first line of every table (and of its LaTeX caption) states the scale its number
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from pipeline.reporting.tables import Row, Table
@@ -138,7 +140,8 @@ def latex(table: Table) -> str:
     return "\n".join(comments + [tabular])
 
 
-def index(tables: list[Table]) -> str:
+def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
+    """README.md of the tables folder: one line per table; `figures` (link → caption) after them."""
     scale_lines = list(dict.fromkeys(table.scale_line.split(":")[0] for table in tables))
     lines = [
         "# Reproduced tables",
@@ -162,4 +165,7 @@ def index(tables: list[Table]) -> str:
             "files": f"[md]({table.id}.md) [csv]({table.id}.csv) [tex]({table.id}.tex)",
         })
     body = pd.DataFrame(records).map(lambda text: str(text).replace("|", r"\|"))
-    return "\n".join(lines + [body.to_markdown(index=False)]) + "\n"
+    lines.append(body.to_markdown(index=False))
+    if figures:
+        lines += ["", "## Figures", ""] + [f"- [{Path(link).name}]({link}): {caption}" for link, caption in figures.items()]
+    return "\n".join(lines) + "\n"

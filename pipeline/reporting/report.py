@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.data.sources import write_text_atomic
-from pipeline.paths import TABLES
+from pipeline.paths import ANALYSIS, TABLES
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.tables import Table
 
@@ -24,8 +24,15 @@ def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
             path = folder / f"{table.id}{suffix}"
             write_text_atomic(path, text)
             written.append(path)
+    from pipeline.reporting.figures import ANALYSIS_FIGURES
+
+    figures = {
+        Path("..", ANALYSIS.name, name).as_posix(): caption
+        for name, caption in ANALYSIS_FIGURES.items()
+        if (folder.parent / ANALYSIS.name / name).is_file()
+    }
     readme = folder / "README.md"
-    write_text_atomic(readme, index(tables))
+    write_text_atomic(readme, index(tables, figures))
     written.append(readme)
     for stale in folder.iterdir():
         if stale.suffix in TABLE_SUFFIXES and stale not in written:
