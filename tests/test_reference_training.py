@@ -270,3 +270,31 @@ def test_a_two_tokenizer_uc_ensemble_evaluates_the_hand_computed_weighted_sum(mi
     scores = evaluate_models({"uc": members}, [StsTask("STSBenchmark", {"test": pairs})],
                              lambda tower: HFEmbedder(tower, max_length=24))
     assert np.isfinite(scores["uc"]["STSBenchmark"]["test"])
+
+
+# --- the paper presets hold the reference values --------------------------------------------------
+
+def test_paper_presets_hold_the_reference_code_values():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from conftest import REPO_ROOT
+
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+        bert, roberta = (
+            parse_params(OmegaConf.to_container(compose("config", overrides=["scale=paper", f"backbone={name}"]), resolve=True))
+            for name in ("bert", "roberta")
+        )
+    for params in (bert, roberta):
+        pretrain, train_, students = params.pretrain, params.train, params.distill.teachers.values()
+        assert (pretrain.sampling, pretrain.schedule, pretrain.weight_decay, pretrain.max_grad_norm) == ("random", "linear", 0, 1.0)
+        assert (train_.sampling, train_.schedule, train_.weight_decay, train_.max_grad_norm) == ("random", "constant", 0.01, None)
+        assert not pretrain.eval_at_end and not train_.eval_at_end and train_.eval_every == 100
+        assert train_.jtcse_dropout == 0.1 and params.data.sick_splits == ["train", "trial"]
+        assert all(student.schedule == "constant" and student.weight_decay == 0.01 for student in students)
+    assert (bert.train.lr, bert.train.jtcse_lr, bert.train.dropout, bert.train.batch_size) == (1e-6, 1.3e-6, 0.00025, 64)
+    assert (roberta.train.lr, roberta.train.mode_lr, roberta.train.dropout, roberta.train.batch_size) == (1e-6, 1e-6, 0.0175, 256)
+    assert roberta.train.model_copy(update={"cael": 6}).mode_lr == 1e-6
+    assert (roberta.backbone.uc_source, roberta.backbone.uc_weight, roberta.backbone.jtcse_uc_weight) == (
+        "ffgcc/InfoCSE-bert-base", 0.75, 0.7)
+    assert (bert.uc_weight, bert.backbone.uc_source) == (0.7, "ffgcc/InfoCSE-bert-base")
