@@ -178,6 +178,12 @@ class TwinTask:
         (directory / TWIN_MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
+def _tokenizer_definition(tokenizer: PreTrainedTokenizerBase) -> dict:
+    """A fast tokenizer's definition without the truncation/padding state that calls leave on it."""
+    definition = json.loads(tokenizer.backend_tokenizer.to_str())
+    return {key: value for key, value in definition.items() if key not in ("truncation", "padding")}
+
+
 def same_tokenizer(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> bool:
     """Whether two tokenizers give the same ids for every text (fast ones: the same full definition)."""
     if a is b:
@@ -185,7 +191,7 @@ def same_tokenizer(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> bo
     if type(a) is not type(b):
         return False
     if a.is_fast and b.is_fast:
-        return a.backend_tokenizer.to_str() == b.backend_tokenizer.to_str()
+        return _tokenizer_definition(a) == _tokenizer_definition(b)
     return a.get_vocab() == b.get_vocab() and a.init_kwargs == b.init_kwargs
 
 

@@ -298,3 +298,12 @@ def test_paper_presets_hold_the_reference_code_values():
     assert (roberta.backbone.uc_source, roberta.backbone.uc_weight, roberta.backbone.jtcse_uc_weight) == (
         "ffgcc/InfoCSE-bert-base", 0.75, 0.7)
     assert (bert.uc_weight, bert.backbone.uc_source) == (0.7, "ffgcc/InfoCSE-bert-base")
+
+
+def test_a_tokenizer_that_has_been_called_is_still_the_same_tokenizer(backbone, tmp_path):
+    from pipeline.training_tasks import same_tokenizer
+
+    used, fresh = AutoTokenizer.from_pretrained(backbone), AutoTokenizer.from_pretrained(backbone)
+    used(["a b c"], truncation=True, max_length=8, padding=True)
+    assert same_tokenizer(used, fresh)
+    assert not same_tokenizer(fresh, AutoTokenizer.from_pretrained(save_tiny_bert(tmp_path / "other", 1, reversed_vocab=True)))
