@@ -6,7 +6,8 @@ What is measured, each several times (median, min, max and interquartile range o
   `pretrain` (SimCSE), `tncse` (twin, cael 0), `jtcse-1` / `-3` / `-6` (twin with 1 / 3 / 6 CAELs) and
   `distill` (student + frozen two-tower teacher) — through the stages' own tasks
   (`pipeline.training_tasks`) on a batch made as the training loop makes it (`tokenize_columns`,
-  `length_bucketed_batches`, `pad_batch`; of its batches, the one of median padded width), for
+  `epoch_batches` — random by default, as `sampling` — `pad_batch`; of its full batches, the one of
+  median padded width), for
   a grid of batch sizes and maximum lengths; steps/s, real (non-padding) tokens/s, peak memory;
 - the joint step of the released code: the batch padded to the maximum length and the
   tensor-norm loss computed sample by sample in a Python loop (`looped_tensor_norm_loss`),
@@ -65,7 +66,7 @@ from pipeline.config import (
     TrainSettings,
 )
 from pipeline.errors import PipelineError
-from pipeline.training import RunContext, length_bucketed_batches, pad_batch, run_context, tokenize_columns
+from pipeline.training import RunContext, epoch_batches, pad_batch, run_context, tokenize_columns
 
 log = logging.getLogger(__name__)
 
@@ -422,9 +423,9 @@ class TypicalBatch:
 
 
 def typical_batch(tokenizer, sentences: Sequence[str], batch_size: int, max_length: int, seed: int,
-                  device: torch.device, token_cache: dict | None = None) -> TypicalBatch:
-    """The batch every repeat times: of the batches `train` makes of `sentences` (length-bucketed,
-    dynamic padding), the one of median padded width — a typical step, the same in every repeat,
+                  device: torch.device, token_cache: dict | None = None, sampling: str = "random") -> TypicalBatch:
+    """The batch every repeat times: of the full batches `train` makes of `sentences` (under
+    `sampling`, dynamic padding), the one of median padded width — a typical step, the same in every repeat,
     so that the spread of the repeats is the machine's, not the data's."""
     if len(sentences) < batch_size:
         raise PipelineError(f"{len(sentences)} corpus sentences are fewer than one batch of {batch_size}")
@@ -433,7 +434,7 @@ def typical_batch(tokenizer, sentences: Sequence[str], batch_size: int, max_leng
         cache[max_length] = tokenize_columns(tokenizer, [(sentence,) for sentence in sentences], max_length)[0]
     token_ids = cache[max_length]
     lengths = [len(ids) for ids in token_ids]
-    batches = length_bucketed_batches(lengths, batch_size, seed, epoch=0)
+    batches = [batch for batch in epoch_batches(sampling, lengths, batch_size, seed, epoch=0) if len(batch) == batch_size]
     widths = [max(lengths[i] for i in batch) for batch in batches]
     median = sorted(range(len(batches)), key=lambda index: (widths[index], index))[len(batches) // 2]
     return TypicalBatch([token_ids[i] for i in batches[median]], tokenizer.pad_token_id, device, max_length,

@@ -24,6 +24,7 @@ LOSS_TERMS = ("nce", "icnce", "ictn")
 CROSS_OUTPUTS = ("last", "mean")
 # stream: cross streams that feed the next layers (JTCSE's reading, the default); side: side outputs of each CAEL
 CROSS_MODES = ("stream", "side")
+SICK_SPLITS = ("train", "trial", "test")
 
 
 def describe_allowed_cael(num_layers: int) -> str:
@@ -47,6 +48,10 @@ class DataSettings(Section):
     mirror: str | None = Field(None, description="local mirror folder; null = canonical sources")
     wiki: WikiSettings = WikiSettings()
     add_sick: bool = True
+    sick_splits: list[Literal[SICK_SPLITS]] = Field(  # type: ignore[valid-type]
+        ["train", "trial"], min_length=1,
+        description="SICK files whose sentences join the corpus; adding test (SICK-R's scored split) is transductive",
+    )
     senteval_repo_id: str = "princeton-nlp/datasets-for-simcse"
     senteval_filename: str = "senteval.tar"
     hub_endpoint: str | None = Field(None, description="Hugging Face hub URL; null = HF_ENDPOINT or the public hub")
@@ -58,7 +63,8 @@ class BackboneSettings(Section):
     revision: str = "main"
     num_layers: int = Field(ge=1)
     uc_source: str = Field(description="the existing unsupervised checkpoint of the UC ensemble")
-    uc_weight: float = Field(ge=0.0, le=1.0)
+    uc_weight: float = Field(ge=0.0, le=1.0, description="w of the UC ensemble of a TNCSE twin")
+    jtcse_uc_weight: float | None = Field(None, ge=0.0, le=1.0, description="w for a JTCSE twin; null = uc_weight")
 
 
 class TowerSettings(Section):
@@ -95,12 +101,21 @@ class OptimSettings(Section):
     max_length: int = Field(32, ge=4)
     epochs: int = Field(1, ge=1)
     max_steps: int | None = Field(None, ge=1, description="stop after this many steps; null = full epochs")
+    sampling: Literal["random", "length_bucketed"] = Field(
+        "random", description="random: a seeded uniform permutation per epoch, last partial batch kept; "
+        "length_bucketed: similar-length batches (less padding, length-matched in-batch negatives)",
+    )
+    schedule: Literal["linear", "constant"] = Field("linear", description="after warm-up: decay to 0, or constant")
     warmup_steps: int = Field(0, ge=0)
     grad_accum: int = Field(1, ge=1)
-    weight_decay: float = Field(0.0, ge=0)
+    weight_decay: float = Field(0.0, ge=0, description="AdamW's decoupled decay, on every parameter")
+    max_grad_norm: float | None = Field(
+        None, gt=0, description="clip the accumulated gradient's total norm once per optimiser step; null = no clip"
+    )
     dropout: float = Field(0.1, ge=0, lt=1)
     temperature: float = Field(0.05, gt=0)
     eval_every: int = Field(250, ge=1)
+    eval_at_end: bool = Field(True, description="also evaluate (and maybe select) the weights of the last step")
     save_every: int = Field(250, ge=1)
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
 
@@ -116,10 +131,22 @@ class TrainSettings(OptimSettings):
     lr: float = Field(1e-6, gt=0)
     cael: int = Field(0, ge=0, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
     cross_mode: Literal[CROSS_MODES] = "stream"  # type: ignore[valid-type]
+    jtcse_lr: float | None = Field(None, gt=0, description="lr when cael > 0; null = lr")
+    jtcse_dropout: float | None = Field(None, ge=0, lt=1, description="dropout when cael > 0; null = dropout")
     cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
     losses: list[Literal[LOSS_TERMS]] = list(LOSS_TERMS)  # type: ignore[valid-type]
     norm_factor: float = Field(0.5, gt=0, description="the released code's division of the norm loss by 2")
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
+
+    @property
+    def mode_lr(self) -> float:
+        """The learning rate of this mode (TNCSE: lr; JTCSE: jtcse_lr when set)."""
+        return self.jtcse_lr if self.cael and self.jtcse_lr is not None else self.lr
+
+    @property
+    def mode_dropout(self) -> float:
+        """The dropout of this mode (TNCSE: dropout; JTCSE: jtcse_dropout when set)."""
+        return self.jtcse_dropout if self.cael and self.jtcse_dropout is not None else self.dropout
 
 
 class StudentSettings(OptimSettings):
@@ -186,6 +213,12 @@ class Params(Section):
         if set(self.towers) != {"I", "II"}:
             raise ValueError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")
         return self
+
+    @property
+    def uc_weight(self) -> float:
+        """w of the UC ensemble for this twin (the released scripts use another for JTCSE-RoBERTa)."""
+        weight = self.backbone.jtcse_uc_weight
+        return weight if self.train.cael and weight is not None else self.backbone.uc_weight
 
 
 def describe_validation_error(error: ValidationError, source: str) -> str:

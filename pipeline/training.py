@@ -1,13 +1,14 @@
 """The one training loop that pretrain, joint and distill share.
 
 A stage describes its work as a `TrainingTask` (the module to train, how a batch becomes a loss,
-how the result is saved); `train` does the rest: tokenisation once, length-bucketed batches with
-dynamic padding, AdamW with a linear schedule, gradient accumulation, bf16 autocast and TF32 on
-CUDA, DDP under `torchrun`, STS-B dev evaluation with best-model selection, checkpoints that
-survive a kill, and a stop with the step number on a NaN/inf loss.
+how the result is saved); `train` does the rest: tokenisation once, seeded uniform random batches
+(or length-bucketed ones, a speed option) with dynamic padding, AdamW with a linear or constant
+schedule, gradient accumulation with optional clipping of the accumulated gradient, bf16 autocast
+and TF32 on CUDA, DDP under `torchrun`, STS-B dev evaluation with best-model selection,
+checkpoints that survive a kill, and a stop with the step number on a NaN/inf loss.
 
 Checkpoints (`<checkpoint_dir>/step-<N>/`): the trained module's weights as safetensors, the
-optimizer and scheduler state and the RNG state (`torch.load(weights_only=True)` on resume — only
+optimizer and scheduler state and the CPU and CUDA RNG states (`torch.load(weights_only=True)` on resume — only
 files this loop wrote itself), and `state.json`. Each is written into a temporary folder and
 renamed, so a killed run leaves only whole checkpoints.
 """
@@ -32,7 +33,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+from transformers import PreTrainedTokenizerBase, get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from pipeline.config import OptimSettings
 from pipeline.data.sources import atomic_directory, write_text_atomic
@@ -110,15 +111,32 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def tokenize_columns(
-    tokenizer: PreTrainedTokenizerBase, examples: Sequence[Sequence[str]], max_length: int
-) -> list[list[list[int]]]:
+Tokenizers = PreTrainedTokenizerBase | Sequence[PreTrainedTokenizerBase]  # one, or one per text column
+
+
+def column_tokenizers(tokenizer: Tokenizers, columns: int) -> list[PreTrainedTokenizerBase]:
+    """The tokenizer of each text column: one for all, or one each (e.g. a teacher member's own)."""
+    if isinstance(tokenizer, PreTrainedTokenizerBase):
+        return [tokenizer] * columns
+    if len(tokenizer) != columns:
+        raise PipelineError(f"{len(tokenizer)} tokenizers for {columns} text columns; give one per column")
+    return list(tokenizer)
+
+
+def tokenize_columns(tokenizer: Tokenizers, examples: Sequence[Sequence[str]], max_length: int) -> list[list[list[int]]]:
     """Token ids of every text of every example, once, truncated to `max_length`: [column][example]."""
     columns = list(zip(*examples))
     return [
-        tokenizer(list(column), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
-        for column in columns
+        column_tokenizer(list(column), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
+        for column_tokenizer, column in zip(column_tokenizers(tokenizer, len(columns)), columns)
     ]
+
+
+def random_batches(count: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """A seeded uniform permutation of the examples cut into batches, the last partial batch kept:
+    what the reference code's shuffled `DataLoader` (and SimCSE's `Trainer`) feeds."""
+    order = np.random.default_rng([seed, epoch]).permutation(count)
+    return [order[start : start + batch_size].tolist() for start in range(0, count, batch_size)]
 
 
 def length_bucketed_batches(
@@ -140,6 +158,42 @@ def length_bucketed_batches(
         batches += [chunk[i : i + batch_size].tolist() for i in range(0, len(chunk) - batch_size + 1, batch_size)]
     generator.shuffle(batches)
     return batches
+
+
+def _partial_rows(count: int, batch_size: int, world_size: int) -> int:
+    """Rows of the last partial batch that are used: a multiple of the world size, so that every
+    DDP rank holds as many rows (the embedding gathers need it)."""
+    rest = count % batch_size
+    return rest - rest % world_size
+
+
+def epoch_batches(
+    sampling: str, lengths: Sequence[int], batch_size: int, seed: int, epoch: int, world_size: int = 1
+) -> list[list[int]]:
+    """The batches of one epoch under `sampling` (random | length_bucketed)."""
+    if sampling == "length_bucketed":
+        return length_bucketed_batches(lengths, batch_size, seed, epoch)
+    batches = random_batches(len(lengths), batch_size, seed, epoch)
+    if len(batches[-1]) < batch_size:
+        kept = _partial_rows(len(lengths), batch_size, world_size)
+        batches = batches[:-1] + ([batches[-1][:kept]] if kept else [])
+    return batches
+
+
+def steps_per_epoch(sampling: str, count: int, batch_size: int, grad_accum: int, world_size: int = 1) -> int:
+    """Optimiser steps per epoch: random keeps the last partial batch (and a last step of fewer
+    than `grad_accum` batches); length_bucketed drops incomplete batches and steps."""
+    if sampling == "length_bucketed":
+        return count // batch_size // grad_accum
+    batches = count // batch_size + (1 if _partial_rows(count, batch_size, world_size) else 0)
+    return math.ceil(batches / grad_accum)
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int, total_steps: int):
+    """linear: warm-up then linear decay to zero at the last step; constant: warm-up then the set rate."""
+    if schedule == "constant":
+        return get_constant_schedule_with_warmup(optimizer, warmup_steps)
+    return get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
 
 
 def pad_batch(token_ids: list[list[int]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -180,12 +234,22 @@ def _latest_checkpoint(checkpoint_dir: Path) -> Path | None:
     return max(complete, key=lambda path: int(path.name.split("-")[1]), default=None)
 
 
-def _save_checkpoint(checkpoint_dir: Path, step: int, model: nn.Module, optimizer, scheduler, state: dict) -> None:
+def _rng_states(device: torch.device) -> dict[str, torch.Tensor]:
+    """CPU and (on CUDA) this device's generator: dropout masks on a GPU come from the latter. Under
+    DDP every rank is seeded alike and draws alike, so rank 0's state stands for each rank's own."""
+    states = {"rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        states["cuda_rng"] = torch.cuda.get_rng_state(device)
+    return states
+
+
+def _save_checkpoint(checkpoint_dir: Path, step: int, model: nn.Module, optimizer, scheduler, state: dict,
+                     device: torch.device = torch.device("cpu")) -> None:
     with atomic_directory(checkpoint_dir / f"step-{step}") as folder:
         weights = {name: tensor.detach().contiguous().cpu() for name, tensor in _unwrap(model).state_dict().items()}
         save_file(weights, folder / "model.safetensors")
         torch.save(
-            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": torch.get_rng_state()},
+            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **_rng_states(device)},
             folder / "training_state.pt",
         )
         (folder / "state.json").write_text(json.dumps(state))
@@ -202,19 +266,22 @@ def _prune_checkpoints(checkpoint_dir: Path, keep: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _load_checkpoint(folder: Path, model: nn.Module, optimizer, scheduler) -> dict:
+def _load_checkpoint(folder: Path, model: nn.Module, optimizer, scheduler,
+                     device: torch.device = torch.device("cpu")) -> dict:
     _unwrap(model).load_state_dict(load_file(folder / "model.safetensors"), strict=True)
     training_state = torch.load(folder / "training_state.pt", weights_only=True)
     optimizer.load_state_dict(training_state["optimizer"])
     scheduler.load_state_dict(training_state["scheduler"])
     torch.set_rng_state(training_state["rng"])
+    if device.type == "cuda" and "cuda_rng" in training_state:
+        torch.cuda.set_rng_state(training_state["cuda_rng"], device)
     return json.loads((folder / "state.json").read_text())
 
 
 def train(
     task: TrainingTask,
     examples: Sequence[Sequence[str]],
-    tokenizer: PreTrainedTokenizerBase,
+    tokenizer: Tokenizers,
     settings: OptimSettings,
     lr: float,
     output_dir: Path,
@@ -227,7 +294,8 @@ def train(
 ) -> TrainingResult:
     """Train `task.model` on `examples` (tuples of texts, one per column) and save the best model.
 
-    `dev_score(model)` (STS-B dev Spearman) runs every `settings.eval_every` steps and at the end;
+    `dev_score(model)` (STS-B dev Spearman) runs every `settings.eval_every` steps and, with
+    `settings.eval_at_end`, after the last step;
     the best-scoring weights are what `task.save` writes to `output_dir`. Without `dev_score` the
     final weights are saved. Checkpoints record `fingerprint` (the settings and inputs that
     define the run); one written under another fingerprint is discarded instead of resumed.
@@ -241,14 +309,14 @@ def train(
             f"{description}: {len(examples)} training examples are fewer than one batch of {global_batch}; "
             "lower batch_size or use a larger corpus"
         )
-    steps_per_epoch = len(examples) // global_batch // settings.grad_accum
-    total_steps = steps_per_epoch * settings.epochs
+    epoch_steps = steps_per_epoch(settings.sampling, len(examples), global_batch, settings.grad_accum, context.world_size)
+    total_steps = epoch_steps * settings.epochs
     if settings.max_steps is not None:
         total_steps = min(total_steps, settings.max_steps)
 
     model = task.model.to(context.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)
-    scheduler = get_linear_schedule_with_warmup(optimizer, settings.warmup_steps, total_steps)
+    scheduler = make_scheduler(optimizer, settings.schedule, settings.warmup_steps, total_steps)
     if context.world_size > 1:
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[context.device.index] if context.device.type == "cuda" else None,
@@ -267,7 +335,7 @@ def train(
     if latest is None:
         shutil.rmtree(best_dir, ignore_errors=True)  # a best model of no checkpointed run
     else:
-        state = _load_checkpoint(latest, model, optimizer, scheduler)
+        state = _load_checkpoint(latest, model, optimizer, scheduler, context.device)
         step, best_dev, best_step, history = state["step"], state["best_dev"], state["best_step"], state["history"]
         resumed_from = step
         log.info("%s: resuming from checkpoint %s (step %d of %d)", description, latest, step, total_steps)
@@ -290,7 +358,7 @@ def train(
                 task.save(_unwrap(model), folder)
         log.info("%s: step %d STS-B dev %.2f (best %.2f at step %d)", description, step, score, best_dev, best_step)
 
-    pad_id = tokenizer.pad_token_id
+    pad_ids = [column_tokenizer.pad_token_id for column_tokenizer in column_tokenizers(tokenizer, len(token_ids))]
     # A loss over embeddings gathered from every rank is the same on each rank, with gradients only
     # for the local part: scaling it by the world size undoes DDP's gradient averaging.
     backward_scale = context.world_size if getattr(task, "loss_spans_global_batch", False) else 1
@@ -299,19 +367,21 @@ def train(
     started, first_step, loss_value = time.perf_counter(), step, math.nan
     progress = tqdm(total=total_steps, initial=step, desc=description, unit="step", disable=not context.is_main)
     while step < total_steps:
-        epoch = step // steps_per_epoch
-        batches = length_bucketed_batches(lengths, global_batch, seed, epoch)
-        batches = batches[: steps_per_epoch * settings.grad_accum]
-        position = (step % steps_per_epoch) * settings.grad_accum
+        epoch = step // epoch_steps
+        batches = epoch_batches(settings.sampling, lengths, global_batch, seed, epoch, context.world_size)
+        batches = batches[: epoch_steps * settings.grad_accum]
+        position = (step % epoch_steps) * settings.grad_accum
         while position < len(batches) and step < total_steps:
             optimizer.zero_grad(set_to_none=True)
             terms_total: dict[str, float] = {}
-            for micro in batches[position : position + settings.grad_accum]:
-                shard = micro[context.rank :: context.world_size]  # each rank its slice of the global batch
-                batch = [pad_batch([column[i] for i in shard], pad_id, context.device) for column in token_ids]
+            group = batches[position : position + settings.grad_accum]
+            for micro in group:
+                shard = micro[context.rank :: context.world_size]
+                batch = [pad_batch([column[i] for i in shard], pad_id, context.device)
+                         for column, pad_id in zip(token_ids, pad_ids)]
                 with context.autocast():
                     terms = task.loss(model, batch, step)
-                loss = terms["loss"] / settings.grad_accum
+                loss = terms["loss"] / len(group)
                 if step + 1 == force_nan_at:
                     loss = loss * math.nan
                 if not torch.isfinite(loss):
@@ -322,7 +392,11 @@ def train(
                     )
                 (loss * backward_scale).backward()
                 for name, value in terms.items():
-                    terms_total[name] = terms_total.get(name, 0.0) + value.item() / settings.grad_accum
+                    terms_total[name] = terms_total.get(name, 0.0) + value.item() / len(group)
+            if settings.max_grad_norm is not None:
+                # once per optimiser step, on the accumulated (DDP: already all-reduced) fp32 gradient
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), settings.max_grad_norm)
+                terms_total["grad_norm"] = float(norm)
             optimizer.step()
             scheduler.step()
             step += 1
@@ -331,15 +405,16 @@ def train(
             history.append({"step": step, **terms_total, "lr": scheduler.get_last_lr()[0]})
             progress.update(1)
             progress.set_postfix(loss=f"{loss_value:.4f}")
-            if step % settings.eval_every == 0 and step < total_steps:
+            if step % settings.eval_every == 0 and (step < total_steps or not settings.eval_at_end):
                 evaluate_and_keep_best()
             if step % settings.save_every == 0 and context.is_main:
                 state = {"step": step, "best_dev": best_dev, "best_step": best_step, "history": history,
                          "fingerprint": fingerprint}
-                _save_checkpoint(checkpoint_dir, step, model, optimizer, scheduler, state)
+                _save_checkpoint(checkpoint_dir, step, model, optimizer, scheduler, state, context.device)
     progress.close()
     elapsed = time.perf_counter() - started
-    evaluate_and_keep_best()
+    if settings.eval_at_end:
+        evaluate_and_keep_best()
 
     if context.is_main:
         with atomic_directory(output_dir) as folder:

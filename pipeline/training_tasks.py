@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from pipeline import losses, paths
 from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, TrainSettings
@@ -146,7 +146,7 @@ class TwinTask:
         # without the norm term the pooler layers get no gradient, which DDP must be told
         self.leaves_parameters_unused = "ictn" not in settings.losses
         self.model = TwinEncoder.from_pretrained(
-            str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.dropout,
+            str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.mode_dropout,
             cross_mode=settings.cross_mode,
         )
         self.tokenizer, self.settings, self.seed = tokenizer, settings, seed
@@ -179,34 +179,77 @@ class TwinTask:
         (directory / TWIN_MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
+def _tokenizer_definition(tokenizer: PreTrainedTokenizerBase) -> dict:
+    """A fast tokenizer's definition without the truncation/padding state that calls leave on it."""
+    definition = json.loads(tokenizer.backend_tokenizer.to_str())
+    return {key: value for key, value in definition.items() if key not in ("truncation", "padding")}
+
+
+def same_tokenizer(a: PreTrainedTokenizerBase, b: PreTrainedTokenizerBase) -> bool:
+    """Whether two tokenizers give the same ids for every text (fast ones: the same full definition)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if a.is_fast and b.is_fast:
+        return _tokenizer_definition(a) == _tokenizer_definition(b)
+    return a.get_vocab() == b.get_vocab() and a.init_kwargs == b.init_kwargs
+
+
+def distinct_tokenizers(tokenizers: Sequence[PreTrainedTokenizerBase]) -> tuple[list[PreTrainedTokenizerBase], list[int]]:
+    """(the distinct tokenizers in first-seen order, the index among them of each given one)."""
+    distinct: list[PreTrainedTokenizerBase] = []
+    indices = []
+    for tokenizer in tokenizers:
+        index = next((i for i, seen in enumerate(distinct) if same_tokenizer(seen, tokenizer)), None)
+        if index is None:
+            distinct.append(tokenizer)
+            index = len(distinct) - 1
+        indices.append(index)
+    return distinct, indices
+
+
 class FrozenEnsemble(nn.Module):
     """A teacher: Σ_i w_i · last-layer [CLS] of each tower (a twin, or the UC ensemble of
-    `pipeline.evaluation.sts.uc_ensemble`), no dropout, no gradients."""
+    `pipeline.evaluation.sts.uc_ensemble`), no dropout, no gradients. Each member keeps its own
+    tokenizer (the released RoBERTa UC ensemble pairs RoBERTa towers with InfoCSE-BERT)."""
 
     def __init__(self, towers: WeightedTowers):
         super().__init__()
         self.towers = nn.ModuleList(load_backbone(str(path)).eval().requires_grad_(False) for path, _ in towers)
+        self.tokenizers = [AutoTokenizer.from_pretrained(str(path)) for path, _ in towers]
         self.weights = [weight for _, weight in towers]
 
     @torch.no_grad()
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        cls = [last_layer_cls(tower, input_ids, attention_mask) for tower in self.towers]
+    def forward(self, member_inputs: Sequence[dict[str, torch.Tensor]]) -> torch.Tensor:
+        """`member_inputs[i]`: {input_ids, attention_mask} of the batch in member i's own tokenization."""
+        cls = [last_layer_cls(tower, inputs["input_ids"], inputs["attention_mask"])
+               for tower, inputs in zip(self.towers, member_inputs, strict=True)]
         return sum(weight * h for weight, h in zip(self.weights, cls))
 
 
 class DistillTask:
-    """`D` / `UC D`: MSE between a fresh student's [CLS] and the frozen teacher's embedding."""
+    """`D` / `UC D`: MSE between a fresh student's [CLS] and the frozen teacher's embedding.
+
+    Examples are a sentence once per distinct tokenizer (`examples`): column 0 in the student's
+    tokenization, further columns for teacher members whose tokenizer differs, so each member
+    reads the text as it was trained to."""
 
     leaves_parameters_unused = True  # the student's pooler layer is never read
 
     def __init__(self, backbone: Path, teacher: FrozenEnsemble, tokenizer, dropout: float, max_length: int):
         self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")
         self.teacher, self.tokenizer, self.max_length = teacher, tokenizer, max_length
+        tokenizers, indices = distinct_tokenizers([tokenizer, *teacher.tokenizers])
+        self.column_tokenizers, self.teacher_columns = tokenizers, indices[1:]
+
+    def examples(self, sentences: Sequence[str]) -> list[tuple[str, ...]]:
+        return [(sentence,) * len(self.column_tokenizers) for sentence in sentences]
 
     def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         ids, mask = batch[0]["input_ids"], batch[0]["attention_mask"]
         self.teacher.to(ids.device)
-        target = self.teacher(ids, mask)
+        target = self.teacher([batch[column] for column in self.teacher_columns])
         return {"loss": losses.distillation_loss(model(ids, mask).last_cls, target)}
 
     def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -238,7 +281,7 @@ def run_training(name: str, task, examples, settings: OptimSettings, lr: float, 
     )
     fingerprint = run_fingerprint(settings, lr, params, examples, input_models)
     result = train(
-        task, examples, task.tokenizer, settings, lr, output_dir, paths.CHECKPOINTS / name, context, params.seed,
+        task, examples, getattr(task, "column_tokenizers", task.tokenizer), settings, lr, output_dir, paths.CHECKPOINTS / name, context, params.seed,
         dev_score, description=name, fingerprint=fingerprint,
     )
     if context.is_main:

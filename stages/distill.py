@@ -31,11 +31,11 @@ def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the U
         raise PipelineError(f"--teacher {teacher} is not in distill.teachers; allowed: {', '.join(settings.distill.teachers)}")
     student = settings.distill.teachers[teacher]
     tower_I, tower_II = (str(paths.joint_model() / name) for name in ("I", "II"))
-    towers = twin(tower_I, tower_II) if teacher == "joint" else uc_ensemble(tower_I, tower_II, str(paths.UC), settings.backbone.uc_weight)
+    towers = twin(tower_I, tower_II) if teacher == "joint" else uc_ensemble(tower_I, tower_II, str(paths.UC), settings.uc_weight)
     task = DistillTask(
         paths.BACKBONE, FrozenEnsemble(towers), AutoTokenizer.from_pretrained(paths.BACKBONE), student.dropout, student.max_length
     )
-    examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
+    examples = task.examples(read_corpus(paths.CORPUS))
     name = f"distill-{teacher}"
     result = run_training(
         name, task, examples, student, student.lr, paths.student(teacher), settings, [Path(path) for path, _ in towers]

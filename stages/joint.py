@@ -25,6 +25,6 @@ def command(params: Path = ParamsOption) -> None:
     towers = (paths.pretrained_tower("I"), paths.pretrained_tower("II"))
     examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
     task = TwinTask(towers, AutoTokenizer.from_pretrained(towers[0]), settings.train, settings.seed)
-    result = run_training(NAME, task, examples, settings.train, settings.train.lr, paths.joint_model(), settings, towers)
+    result = run_training(NAME, task, examples, settings.train, settings.train.mode_lr, paths.joint_model(), settings, towers)
     method = f"JTCSE with {settings.train.cael} CAELs" if settings.train.cael else "TNCSE"
     summary(NAME, f"{method}: {training_line(result, len(examples))}")

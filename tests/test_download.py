@@ -121,3 +121,21 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
             temporary.write_text("half")
             raise RuntimeError("killed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sick_splits_choose_the_sick_files_that_join_the_corpus(tmp_path, tiny_params_dict):
+    from pipeline.data.readers import read_sick
+
+    tiny_params_dict["data"]["wiki"]["limit"] = 10
+    sizes = {}
+    for splits in (["train", "trial"], ["train", "trial", "test"]):
+        tiny_params_dict["data"]["sick_splits"] = splits
+        root = tmp_path / "-".join(splits)
+        sizes[len(splits)] = download(parse_params(tiny_params_dict), root).sick_sentences
+        corpus = set((root / "raw" / "corpus.txt").read_text(encoding="utf-8").splitlines())
+        def sentences(name):
+            return {s for p in read_sick(root / "raw" / "senteval" / "SICK" / name) for s in (p.sentence1, p.sentence2)}
+
+        test_only = sentences("SICK_test_annotated.txt") - sentences("SICK_train.txt") - sentences("SICK_trial.txt")
+        assert bool(test_only & corpus) == ("test" in splits)
+    assert sizes[3] > sizes[2]

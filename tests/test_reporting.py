@@ -131,7 +131,7 @@ def test_paper_scale_rows_of_another_backbone_are_queued_with_the_papers_setting
     assert table.scale_line.startswith("Paper scale: RoBERTa-base")
     assert not row_of(table, "TNCSE").present  # the workspace is BERT
     assert row_of(table, "JTCSE").command == (
-        "dvc exp run --queue -S scale=paper -S backbone=roberta -S train.cael=6 -S train.lr=1.3e-06"
+        "dvc exp run --queue -S scale=paper -S backbone=roberta -S train.cael=6"  # JTCSE lr: train.jtcse_lr of the preset
     )
 
 

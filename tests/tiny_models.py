@@ -13,10 +13,12 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [
 ] + list(string.punctuation)
 
 
-def save_tiny_bert(folder: Path, seed: int, layers: int = 2) -> Path:
-    """A random BERT (hidden 32) with its pooler and a fast tokenizer, in Hugging Face format."""
+def save_tiny_bert(folder: Path, seed: int, layers: int = 2, reversed_vocab: bool = False) -> Path:
+    """A random BERT (hidden 32) with its pooler and a fast tokenizer, in Hugging Face format.
+
+    `reversed_vocab`: the vocabulary in reverse order — another tokenizer (other ids, [PAD] not 0)."""
     folder.mkdir(parents=True)
-    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    (folder / "vocab.txt").write_text("\n".join(VOCAB[::-1] if reversed_vocab else VOCAB) + "\n")
     # transformers 5 takes `vocab=`; `vocab_file=` is silently ignored (every token [UNK])
     tokenizer = BertTokenizerFast(vocab=str(folder / "vocab.txt"))
     assert "[UNK]" not in tokenizer.tokenize("a girl is styling her hair .")
@@ -24,7 +26,7 @@ def save_tiny_bert(folder: Path, seed: int, layers: int = 2) -> Path:
     torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
-        intermediate_size=64, max_position_embeddings=512,
+        intermediate_size=64, max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id,
     )
     BertModel(config).save_pretrained(folder)
     return folder

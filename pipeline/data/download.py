@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 
 WIKI_FULL = "wiki1m/wiki1m_for_simcse.txt"
 WIKI_SAMPLE = "wiki1m/wiki1m_for_simcse.head.txt"
-SICK_UNLABELLED = ("SICK_train.txt", "SICK_trial.txt")
+# `data.sick_splits` → the SICK file whose sentences (not scores) join the corpus; the papers add
+# "unlabelled data from SICKR" without naming splits: test is the split SICK-R scores (transductive).
+SICK_SPLIT_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
 
 
 @dataclass
@@ -117,7 +119,7 @@ def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
 
     sick: list[str] = []
     if params.data.add_sick:
-        for name in SICK_UNLABELLED:
+        for name in (SICK_SPLIT_FILES[split] for split in params.data.sick_splits):
             for pair in read_sick(raw / "senteval" / "SICK" / name):
                 sick += [pair.sentence1, pair.sentence2]
     corpus = build_corpus(wiki, sick)

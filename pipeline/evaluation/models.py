@@ -11,7 +11,7 @@ are summed with the given weights (DESIGN.md §2 and §5, Inference).
 | `ensemble` | pretrain I + pretrain II (the untrained "None" row of the loss ablation) |
 | `joint` | data/models/joint/I + data/models/joint/II (TNCSE or JTCSE) |
 | `joint-D` | data/models/distill/joint (when `distill.teachers` has `joint`) |
-| `uc` | (1 − w)(joint I + joint II) + w · data/uc, w = `backbone.uc_weight` |
+| `uc` | (1 − w)(joint I + joint II) + w · data/uc, w = `backbone.uc_weight` (`jtcse_uc_weight` for JTCSE) |
 | `uc-D` | data/models/distill/uc (when `distill.teachers` has `uc`) |
 """
 
@@ -40,7 +40,7 @@ def pipeline_models(params: Params) -> dict[str, WeightedTowers]:
     models["joint"] = twin(joint[first], joint[second])
     if "joint" in teachers:
         models["joint-D"] = [(paths.student("joint").as_posix(), 1.0)]
-    models["uc"] = uc_ensemble(joint[first], joint[second], paths.UC.as_posix(), params.backbone.uc_weight)
+    models["uc"] = uc_ensemble(joint[first], joint[second], paths.UC.as_posix(), params.uc_weight)
     if "uc" in teachers:
         models["uc-D"] = [(paths.student("uc").as_posix(), 1.0)]
     return models
