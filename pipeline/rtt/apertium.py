@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import threading
 
 from pipeline.errors import PipelineError
 from pipeline.rtt.translator import TransientError, TranslationFailed, Translator
@@ -24,6 +26,12 @@ DEBIAN_PACKAGES = {
 # ~600 sentences per process: each call starts a pipeline of ~10 programs that load their
 # transducers (~0.2 s idle, much more on a busy machine), which must stay small against the work.
 REQUEST_CHARS = 64_000
+# Apertium is a shell pipeline of ~10 programs. Each request runs in its own session (so a timeout
+# or a cancel kills the whole pipeline with one killpg) under this shell, which dies with the stage:
+# `setpriv --pdeathsig` has the kernel send it SIGTERM when the stage's thread that started it ends
+# (even by kill -9), and its trap then kills its whole process group. (`<&0` would not do for the
+# background job's input: a non-interactive sh gives background jobs /dev/null before redirecting.)
+PIPELINE_SHELL = 'trap "kill -KILL 0" TERM INT HUP; exec 3<&0; apertium -u "$1" <&3 3<&- & wait $!'
 
 
 def _install_hint(source: str, target: str) -> str:
@@ -40,6 +48,8 @@ class ApertiumBackend(Translator):
     def __init__(self, timeout_seconds: float = 30.0):
         self.timeout_seconds = timeout_seconds
         self._installed_modes: set[str] | None = None
+        self._running: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
 
     def installed_modes(self) -> set[str]:
         """The translation directions (`apertium -l`) the installed language pairs provide."""
@@ -77,20 +87,43 @@ class ApertiumBackend(Translator):
         # The timeout guards against a hung process, not a slow one: a full 64k-character batch
         # on a busy machine may take minutes, so it scales with the batch (per 4500 characters).
         timeout = self.timeout_seconds * max(1.0, len(text) / 4500)
-        # Apertium is a shell pipeline of ~10 programs: run it in its own process group so a
-        # timeout kills all of them, not just the shell (orphans would keep spinning).
         process = subprocess.Popen(
-            ["apertium", "-u", mode],  # -u: no '*' marks on unknown words
+            [*_die_with_parent(), "sh", "-c", PIPELINE_SHELL, "apertium-request", mode],  # -u: no '*' on unknown words
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, encoding="utf-8", start_new_session=True,
         )
+        with self._lock:
+            self._running.add(process)
         try:
             stdout, stderr = process.communicate(text + "\n", timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process)
             process.communicate()
             raise TransientError(f"apertium {mode} took longer than {timeout:.0f} s") from None
+        finally:
+            with self._lock:
+                self._running.discard(process)
         if process.returncode:
             last_words = stderr.strip().splitlines()[-1:] or ["no message"]
             raise TranslationFailed(f"apertium {mode} exited with status {process.returncode}: {last_words[0]}")
         return stdout.removesuffix("\n")
+
+    def cancel_requests(self) -> None:
+        with self._lock:
+            running = list(self._running)
+        for process in running:
+            _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # finished meanwhile
+
+
+def _die_with_parent() -> list[str]:
+    """The command prefix that has the kernel signal the request's shell when the stage dies."""
+    if shutil.which("setpriv") is None:
+        raise PipelineError("the setpriv command is missing; install it with `apt-get install util-linux`")
+    return ["setpriv", "--pdeathsig", "TERM"]

@@ -39,6 +39,10 @@ class Translator(ABC):
     def check_pair(self, source: str, target: str) -> None:
         """Raise PipelineError saying what to install or change unless source→target is available."""
 
+    def cancel_requests(self) -> None:
+        """Stop the requests in flight at once (the run is being abandoned); a no-op where
+        requests cannot outlive the process."""
+
     @abstractmethod
     def translate(self, text: str, source: str, target: str) -> str:
         """Translate one request; raise TransientError to be retried, TranslationFailed to give this text up."""
