@@ -25,8 +25,9 @@ class StatefulStandIn(Translator):
 
     name = "standin"
 
-    def __init__(self, request_chars=800, drop_after="(drop)", timeout_rate=0.0, seed=0, max_delay=0.0):
+    def __init__(self, request_chars=800, drop_after="(drop)", timeout_rate=0.0, seed=0, max_delay=0.0, stall=None):
         self.request_chars = request_chars
+        self.stall = stall  # a request with a line containing this always times out
         self.drop_after = drop_after
         self.timeout_rate = timeout_rate
         self.max_delay = max_delay
@@ -47,7 +48,7 @@ class StatefulStandIn(Translator):
             if time_out:
                 self.timed_out.add(request)
         time.sleep(delay)
-        if time_out:
+        if time_out or (self.stall and self.stall in text):
             raise TransientError("stand-in timeout")
         lines, answer, previous = text.split("\n"), [], ""
         for line in lines:
@@ -109,6 +110,23 @@ def test_timeouts_retry_the_same_request(corpus, tmp_path, reference):
     assert result.translations == expected.translations
     assert set(translator.requests) == set(expected_requests)
     assert result.requests == len(expected_requests) + len(translator.timed_out)
+
+
+def test_a_chunk_whose_retries_run_out_fails_whole_and_is_asked_again_next_run(corpus, tmp_path, reference):
+    expected, _ = reference
+    stalled_sentence = normalize(corpus[40])
+    stalled_chunk = next(chunk for chunk in corpus_chunks(corpus, StatefulStandIn()) if stalled_sentence in chunk)
+    stalling = run(corpus, tmp_path / "cache.sqlite", StatefulStandIn(stall=stalled_sentence), workers=4)
+    assert stalling.failed == len(stalled_chunk)
+    assert stalling.translations == [
+        "" if normalize(line) in stalled_chunk else translation for line, translation in zip(corpus, expected.translations)
+    ]
+    translator = StatefulStandIn()
+    rerun = run(corpus, tmp_path / "cache.sqlite", translator, workers=4)
+    assert rerun.translations == expected.translations
+    assert {text for _, _, text in translator.requests} == {"\n".join(stalled_chunk)} | {
+        text for source, _, text in translator.requests if source == "es"
+    }  # forward: only the stalled chunk again
 
 
 def test_warm_cache_gives_the_same_file_without_requests(corpus, tmp_path, reference):

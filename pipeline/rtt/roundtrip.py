@@ -216,7 +216,8 @@ class _RoundTrip:
         self.requests += outcome.requests
         self.misaligned_chunks += outcome.misaligned
         if job.leg == self.forward:
-            self._accept_forward(job.chunk, outcome.answers)
+            # a partly translated chunk would make a back leg the complete run never asks for
+            self._accept_forward(job.chunk, outcome.answers if outcome.complete else [None] * len(job.texts))
         else:
             self.chunks[job.chunk].back[job.part] = outcome.answers
             self._finish_if_complete(job.chunk)
