@@ -225,7 +225,7 @@ def parent_of(pid: int) -> int | None:
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 
-@pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("kill_signal", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_apertium_programs_die_with_the_stage(tmp_path, tiny_params_dict, mirror, kill_signal):
     with (mirror / "wiki1m" / "wiki1m_for_simcse.head.txt").open(encoding="utf-8") as handle:
         corpus = [next(handle).rstrip("\n") for _ in range(2000)]  # chunks of ~450 sentences: seconds each
@@ -243,7 +243,7 @@ def test_apertium_programs_die_with_the_stage(tmp_path, tiny_params_dict, mirror
     assert len(running) >= 10, f"no Apertium pipeline seen running under the stage: {running}"
     time.sleep(0.5)
     process.send_signal(kill_signal)
-    assert process.wait() == -kill_signal
+    assert process.wait(timeout=10) != 0  # Ctrl-C too stops the stage at once, not after the running chunks
     time.sleep(3)
     survivors = [name for group, name in process_groups().values() if group in request_groups]
     assert survivors == [], f"Apertium programs outlived the stage: {survivors}"

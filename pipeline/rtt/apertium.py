@@ -9,7 +9,7 @@ import subprocess
 import threading
 
 from pipeline.errors import PipelineError
-from pipeline.rtt.translator import TransientError, TranslationFailed, Translator
+from pipeline.rtt.translator import RequestsCancelled, TransientError, TranslationFailed, Translator
 
 # Apertium names most pairs by ISO 639-3 (eng-spa), a few older ones by ISO 639-1 (en-gl).
 ISO_639_3 = {
@@ -50,6 +50,7 @@ class ApertiumBackend(Translator):
         self._installed_modes: set[str] | None = None
         self._running: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
+        self._cancelled = False
 
     def installed_modes(self) -> set[str]:
         """The translation directions (`apertium -l`) the installed language pairs provide."""
@@ -94,6 +95,8 @@ class ApertiumBackend(Translator):
         )
         with self._lock:
             self._running.add(process)
+            if self._cancelled:  # cancelled while this one started
+                _kill_group(process)
         try:
             stdout, stderr = process.communicate(text + "\n", timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -103,6 +106,8 @@ class ApertiumBackend(Translator):
         finally:
             with self._lock:
                 self._running.discard(process)
+        if self._cancelled:
+            raise RequestsCancelled(f"apertium {mode} cancelled")
         if process.returncode:
             last_words = stderr.strip().splitlines()[-1:] or ["no message"]
             raise TranslationFailed(f"apertium {mode} exited with status {process.returncode}: {last_words[0]}")
@@ -110,9 +115,9 @@ class ApertiumBackend(Translator):
 
     def cancel_requests(self) -> None:
         with self._lock:
-            running = list(self._running)
-        for process in running:
-            _kill_group(process)
+            self._cancelled = True
+            for process in self._running:
+                _kill_group(process)
 
 
 def _kill_group(process: subprocess.Popen) -> None:

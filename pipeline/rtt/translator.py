@@ -17,6 +17,10 @@ class TranslationFailed(Exception):
     """The backend cannot translate this text as sent; smaller requests (one sentence each) may work."""
 
 
+class RequestsCancelled(Exception):
+    """The run is being abandoned (`cancel_requests`): no further request, no retry, no halving."""
+
+
 class Translator(ABC):
     """A machine-translation system.
 
@@ -40,8 +44,8 @@ class Translator(ABC):
         """Raise PipelineError saying what to install or change unless source→target is available."""
 
     def cancel_requests(self) -> None:
-        """Stop the requests in flight at once (the run is being abandoned); a no-op where
-        requests cannot outlive the process."""
+        """Stop the requests in flight at once, and make later ones raise RequestsCancelled (the run
+        is being abandoned); a no-op where requests cannot outlive the process."""
 
     @abstractmethod
     def translate(self, text: str, source: str, target: str) -> str:
