@@ -87,9 +87,9 @@ def reference(corpus, tmp_path_factory):
 
 def test_chunks_depend_only_on_the_corpus(corpus):
     translator = StatefulStandIn()
-    chunks = corpus_chunks(corpus, translator)
+    chunks = corpus_chunks(corpus, translator, "en", "es")
     assert [text for chunk in chunks for text in chunk] == list(dict.fromkeys(normalize(line) for line in corpus))
-    assert chunks == corpus_chunks(corpus + corpus[::-1], translator)  # later repeats change nothing
+    assert chunks == corpus_chunks(corpus + corpus[::-1], translator, "en", "es")  # later repeats change nothing
     assert all(len("\n".join(chunk)) <= 800 for chunk in chunks if len(chunk) > 1)
 
 
@@ -115,7 +115,7 @@ def test_timeouts_retry_the_same_request(corpus, tmp_path, reference):
 def test_a_chunk_whose_retries_run_out_fails_whole_and_is_asked_again_next_run(corpus, tmp_path, reference):
     expected, _ = reference
     stalled_sentence = normalize(corpus[40])
-    stalled_chunk = next(chunk for chunk in corpus_chunks(corpus, StatefulStandIn()) if stalled_sentence in chunk)
+    stalled_chunk = next(chunk for chunk in corpus_chunks(corpus, StatefulStandIn(), "en", "es") if stalled_sentence in chunk)
     stalling = run(corpus, tmp_path / "cache.sqlite", StatefulStandIn(stall=stalled_sentence), workers=4)
     assert stalling.failed == len(stalled_chunk)
     assert stalling.translations == [

@@ -240,3 +240,9 @@ def test_benchmark_translation_measures_the_three_paths(wiki):
     assert numbers["sentences"] == 20
     for key in ("cache_hits_per_s", "apertium_sentences_per_s", "google_loopback_requests_per_s"):
         assert numbers[key] > 0
+
+
+def test_apertium_chunk_size_per_pair():
+    backend = ApertiumBackend()
+    assert backend.request_limit("en", "es") == backend.request_limit("es", "en") == 64_000
+    assert backend.request_limit("en", "ca") == backend.request_limit("ca", "en") == 16_000

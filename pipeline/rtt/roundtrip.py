@@ -81,11 +81,11 @@ def pack(texts: Iterable[str], max_chars: int, cost: Callable[[str], int] = len)
         yield batch
 
 
-def corpus_chunks(sentences: Iterable[str], translator: Translator) -> list[list[str]]:
+def corpus_chunks(sentences: Iterable[str], translator: Translator, source: str, target: str) -> list[list[str]]:
     """The forward requests of a corpus: its distinct normalized sentences in first-occurrence
-    order, packed up to the backend's limit."""
+    order, packed up to the backend's limit for source→target."""
     unique = dict.fromkeys(normalized for sentence in sentences if (normalized := normalize(sentence)))
-    return list(pack(unique, translator.request_chars, translator.request_cost))
+    return list(pack(unique, translator.request_limit(source, target), translator.request_cost))
 
 
 def round_trip(
@@ -149,7 +149,8 @@ class _RoundTrip:
         for leg in (self.forward, self.backward):
             self.translator.check_pair(leg.source, leg.target)
         normalized = [normalize(sentence) for sentence in sentences]
-        self.chunks = [_ChunkState(texts) for texts in corpus_chunks(normalized, self.translator)]
+        chunks = corpus_chunks(normalized, self.translator, self.forward.source, self.forward.target)
+        self.chunks = [_ChunkState(texts) for texts in chunks]
         unique = sum(len(chunk.texts) for chunk in self.chunks)
         description = f"rtt {self.forward.source}→{self.forward.target}→{self.backward.target}"
         with tqdm(total=unique, desc=description, unit="sent", disable=not self.show_progress) as self.progress:
@@ -189,7 +190,8 @@ class _RoundTrip:
         chunk = self.chunks[index]
         chunk.forward = answers
         pivots = [answer for answer in answers if answer is not None]
-        chunk.back_parts = list(pack(pivots, self.translator.request_chars, self.translator.request_cost))
+        back_limit = self.translator.request_limit(self.backward.source, self.backward.target)
+        chunk.back_parts = list(pack(pivots, back_limit, self.translator.request_cost))
         for part, texts in enumerate(chunk.back_parts):
             job = _Job(self.backward, index, part, texts)
             cached = self._lookup(job)

@@ -34,6 +34,10 @@ class Translator(ABC):
     request_chars: int
     """The most characters one request may carry (newlines included), as `request_cost` counts them."""
 
+    def request_limit(self, source: str, target: str) -> int:
+        """The size limit of a request source→target (the chunk size of that leg)."""
+        return self.request_chars
+
     def request_cost(self, text: str) -> int:
         """What one text adds to a request, counted against `request_chars`: its length, unless
         the backend has a tighter limit to fold in."""
