@@ -172,3 +172,15 @@ def test_google_requests_are_the_same_with_any_worker_count_and_throttling(corpu
     eight, eight_requests = requests(8, throttle_first=5, drop_first=2, delay_seconds=0.002)
     assert one.translations == eight.translations and one.failed == 0
     assert one_requests == eight_requests
+
+
+def test_without_a_hard_limit_each_back_leg_is_one_request(corpus, tmp_path):
+    translator = StatefulStandIn(request_chars=400)
+    translator.hard_limit = False  # as Apertium: the limit sizes the chunks only
+    result = run(corpus, tmp_path / "cache.sqlite", translator, workers=4)
+    forward = [text for source, _, text in translator.requests if source == "en"]
+    back = [text for source, _, text in translator.requests if source == "es"]
+    unsplit = [text for text in forward if text in {"\n".join(chunk) for chunk in corpus_chunks(corpus, translator, "en", "es")}]
+    assert len(unsplit) == result.chunks  # every chunk asked whole once (misaligned ones then in halves)
+    assert any(len(text) > 400 for text in back)  # the answers outgrew the limit, yet went as one request
+    assert result.failed == 0

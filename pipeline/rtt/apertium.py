@@ -48,6 +48,7 @@ def _install_hint(source: str, target: str) -> str:
 class ApertiumBackend(Translator):
     name = "apertium"
     request_chars = REQUEST_CHARS
+    hard_limit = False
 
     def __init__(self, timeout_seconds: float = 30.0):
         self.timeout_seconds = timeout_seconds

@@ -5,8 +5,8 @@ to the next, so a sentence's translation depends on the chunk it is sent in, and
 never depend on the cache's contents, the order answers arrive in, the number of workers or
 retries. So the corpus's distinct sentences, in first-occurrence order, are packed into chunks by
 the backend's size limit alone; forward chunk k is one request (one fresh Apertium process), and
-the back leg of chunk k is the forward answers of chunk k, in order (packed again by the same
-limit should they outgrow it). An answer that does not split back into one line per text (eng-cat
+the back leg of chunk k is the forward answers of chunk k, in order, as one request (packed
+again by the limit where the backend refuses longer requests, as Google does). An answer that does not split back into one line per text (eng-cat
 drops the rest of a chunk at some sentences) is asked again in halves, recursively — a split that
 depends only on the chunk. Timeouts and transient errors retry the same request with backoff; a
 backend that stays unreachable stops the run. Each chunk's answers are cached under the chunk, so a
@@ -190,8 +190,11 @@ class _RoundTrip:
         chunk = self.chunks[index]
         chunk.forward = answers
         pivots = [answer for answer in answers if answer is not None]
-        back_limit = self.translator.request_limit(self.backward.source, self.backward.target)
-        chunk.back_parts = list(pack(pivots, back_limit, self.translator.request_cost))
+        if self.translator.hard_limit:
+            back_limit = self.translator.request_limit(self.backward.source, self.backward.target)
+            chunk.back_parts = list(pack(pivots, back_limit, self.translator.request_cost))
+        else:
+            chunk.back_parts = [pivots] if pivots else []
         for part, texts in enumerate(chunk.back_parts):
             job = _Job(self.backward, index, part, texts)
             cached = self._lookup(job)

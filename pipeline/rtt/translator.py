@@ -34,6 +34,10 @@ class Translator(ABC):
     request_chars: int
     """The most characters one request may carry (newlines included), as `request_cost` counts them."""
 
+    hard_limit: bool = True
+    """Whether a request over the limit would be refused (Google); otherwise (Apertium) the limit
+    only sizes the corpus's chunks, and a chunk's back leg goes as one request however long."""
+
     def request_limit(self, source: str, target: str) -> int:
         """The size limit of a request source→target (the chunk size of that leg)."""
         return self.request_chars
