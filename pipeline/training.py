@@ -106,9 +106,16 @@ def run_context(requested_device: str) -> RunContext:
 
 
 def seed_everything(seed: int) -> None:
+    """Same seed, same machine, same thread count → same weights (DESIGN §9). CPU kernels are
+    deterministic for a fixed thread count, which is torch's default for the machine (logged, as a
+    different count may move the last digits); the flag below makes CUDA pick deterministic kernels
+    too (cuBLAS needs its workspace setting for that), warning where an op has none."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    log.info("seed %d, %d CPU threads, deterministic algorithms", seed, torch.get_num_threads())
 
 
 Tokenizers = PreTrainedTokenizerBase | Sequence[PreTrainedTokenizerBase]  # one, or one per text column

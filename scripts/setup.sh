@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apertium_packages="apertium apertium-eng-spa apertium-eng-cat"
+# util-linux (essential, so normally present) has setpriv: Apertium requests die with the rtt stage
+apertium_packages="apertium apertium-eng-spa apertium-eng-cat util-linux"
 if ! dpkg -s $apertium_packages >/dev/null 2>&1; then
   sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq

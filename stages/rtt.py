@@ -31,6 +31,11 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
     corpus = read_corpus(CORPUS)
     translator = make_translator(rtt)
     with TranslationCache(CACHE_DIR / f"{tower}.sqlite") as cache:
+        if cache.discarded_legacy:
+            print(
+                f"rtt: dropped {cache.discarded_legacy} per-sentence translations from {cache.path} "
+                "(a cache from before chunk keys; their answers depended on timing, see docs/method.md)"
+            )
         result = round_trip(corpus, pivot, translator, cache, rtt)
     if result.failed > rtt.max_failed_fraction * result.sentences:
         raise PipelineError(
@@ -39,11 +44,11 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
             "(the rest is cached)"
         )
     write_text_atomic(OUTPUT_DIR / f"{tower}.txt", "".join(f"{line}\n" for line in result.translations))
-    unpacked = f", {result.unpacked_batches} misaligned batches asked again in halves" if result.unpacked_batches else ""
+    misaligned = f", {result.misaligned_chunks} misaligned chunks asked again in halves" if result.misaligned_chunks else ""
     summary(
         NAME,
-        f"tower {tower} {rtt.source_lang}→{pivot}→{rtt.source_lang} via {translator.name}: {result.sentences} sentences, "
-        f"{result.translated} leg translations in {result.requests} requests{unpacked}, "
+        f"tower {tower} {rtt.source_lang}→{pivot}→{rtt.source_lang} via {translator.name}: {result.sentences} sentences "
+        f"in {result.chunks} chunks, {result.translated} leg translations in {result.requests} requests{misaligned}, "
         f"{result.cache_hits} cache hits ({result.cache_hit_rate:.0%}), {result.failed} failed (empty lines); "
         f"{result.sentences_per_second:.1f} sentences/s, {result.seconds:.1f} s",
     )

@@ -58,15 +58,35 @@ def test_google_packs_non_latin_text_by_its_url_length():
     assert all(4400 < len("\n".join(batch)) <= 4500 for batch in english[:-1])
 
 
-def test_cache_persists_and_looks_up_many_texts(tmp_path):
+def test_cache_keeps_answers_per_chunk(tmp_path):
     leg = Leg("apertium", "en", "es")
-    texts = [f"sentence {number}" for number in range(2000)]  # more than one SELECT … IN chunk
+    chunk = [f"sentence {number}" for number in range(50)]
+    answers = [text.upper() for text in chunk[:-1]] + [None]  # None: that text found no translation
     with TranslationCache(tmp_path / "cache.sqlite") as cache:
-        cache.store(leg, {text: text.upper() for text in texts[::2]})
+        cache.store(leg, 1, chunk, answers)
     with TranslationCache(tmp_path / "cache.sqlite") as cache:
-        found = cache.lookup(leg, texts)
-        assert found == {text: text.upper() for text in texts[::2]}
-        assert cache.lookup(Leg("google", "en", "es"), texts) == {}
+        assert cache.lookup(leg, 1, chunk) == answers and len(cache) == 1
+        assert cache.lookup(leg, 1, chunk[:-1]) is None  # the same sentences in another chunk are not reused
+        assert cache.lookup(leg, 2, chunk) is None  # nor under another chunking rule
+        assert cache.lookup(Leg("google", "en", "es"), 1, chunk) is None
+
+
+def test_cache_from_before_chunk_keys_is_dropped(tmp_path):
+    path = tmp_path / "I.sqlite"
+    with sqlite3.connect(path) as old:
+        old.execute(
+            "CREATE TABLE translations (backend TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,"
+            " text TEXT NOT NULL, translation TEXT NOT NULL, PRIMARY KEY (backend, source, target, text)) WITHOUT ROWID"
+        )
+        old.executemany("INSERT INTO translations VALUES ('apertium', 'en', 'es', ?, ?)", [("a", "A"), ("b", "B")])
+    old.close()
+    with TranslationCache(path) as cache:
+        assert cache.discarded_legacy == 2 and len(cache) == 0
+    with TranslationCache(path) as cache:
+        assert cache.discarded_legacy == 0
+    with sqlite3.connect(path) as reopened:
+        assert reopened.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [("chunks",)]
+    reopened.close()
 
 
 def test_cache_file_that_is_not_sqlite_is_a_one_line_error(tmp_path):
@@ -125,7 +145,7 @@ def test_misaligned_batch_is_asked_again_sentence_by_sentence(tmp_path, wiki):
     with LoopbackGoogle(drop_line_when_packed=True) as stand_in:
         result = google_round_trip(wiki[:10], google_settings(stand_in.url), tmp_path / "cache.sqlite")
     assert result.translations == [expected_round_trip(sentence) for sentence in wiki[:10]]
-    assert result.unpacked_batches > 0 and result.failed == 0
+    assert result.misaligned_chunks > 0 and result.failed == 0
     single_lines = {(r.source, r.target, r.lines[0]) for r in stand_in.requests if len(r.lines) == 1}
     assert {("en", "fr", normalize(sentence)) for sentence in wiki[:10]} <= single_lines
 
@@ -156,6 +176,9 @@ def test_unreachable_endpoint_is_a_one_line_error_and_keeps_the_cache(tmp_path, 
     cache_path = tmp_path / "cache.sqlite"
     with LoopbackGoogle() as stand_in:
         google_round_trip(wiki[:5], google_settings(stand_in.url), cache_path)
+    with TranslationCache(cache_path) as cache:
+        cached_chunks = len(cache)
+    assert cached_chunks >= 2  # both legs
     url = closed_port_url()
     with pytest.raises(PipelineError, match="cannot reach the google backend after 3 attempts") as error:
         google_round_trip(wiki[:10], google_settings(url), cache_path)
@@ -163,7 +186,7 @@ def test_unreachable_endpoint_is_a_one_line_error_and_keeps_the_cache(tmp_path, 
     assert "\n" not in message and url in message and "Connection refused" in message
     connection = sqlite3.connect(cache_path)
     assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-    assert connection.execute("SELECT COUNT(*) FROM translations").fetchone() == (10,)
+    assert connection.execute("SELECT COUNT(*) FROM chunks").fetchone() == (cached_chunks,)
 
 
 def test_unknown_backend_language_or_pivot_is_a_one_line_error(tmp_path):
@@ -190,7 +213,7 @@ def test_apertium_round_trip_of_mirror_sentences(tmp_path, wiki, pivot):
         result = round_trip(sentences, pivot, make_translator(settings), cache, settings, show_progress=False)
         assert result.failed == 0 and len(result.translations) == 6 and all(result.translations)
         assert result.translations != [normalize(s) for s in sentences]  # really went through Spanish/Catalan
-        assert len(cache.lookup(Leg("apertium", "en", pivot), [normalize(s) for s in sentences])) == 6
+        assert result.chunks == 1 and len(cache) == 2  # one chunk, both legs
         again = round_trip(sentences, pivot, make_translator(settings), cache, settings, show_progress=False)
     assert again.translations == result.translations and again.requests == 0
 
@@ -217,3 +240,9 @@ def test_benchmark_translation_measures_the_three_paths(wiki):
     assert numbers["sentences"] == 20
     for key in ("cache_hits_per_s", "apertium_sentences_per_s", "google_loopback_requests_per_s"):
         assert numbers[key] > 0
+
+
+def test_apertium_chunk_size_per_pair():
+    backend = ApertiumBackend()
+    assert backend.request_limit("en", "es") == backend.request_limit("es", "en") == 64_000
+    assert backend.request_limit("en", "ca") == backend.request_limit("ca", "en") == 16_000

@@ -173,3 +173,15 @@ def test_training_report_files(tmp_path):
     write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv")
     assert json.loads((tmp_path / "m.json").read_text())["best_dev_stsb"] == 50.0
     assert (tmp_path / "c.csv").read_text().splitlines() == ["step,dev_stsb,loss", "1,,1", "2,50,0.5"]
+
+
+def test_same_seed_gives_identical_weights_and_deterministic_algorithms(backbone, sentences, tmp_path):
+    examples = [(sentence,) for sentence in sentences]
+    torch.use_deterministic_algorithms(False)
+    first = run(simcse_task(backbone), examples, tmp_path / "first", settings(max_steps=4))
+    assert torch.are_deterministic_algorithms_enabled()
+    torch.manual_seed(12345)  # whatever ran before: training reseeds everything it draws from
+    second = run(simcse_task(backbone), examples, tmp_path / "second", settings(max_steps=4))
+    assert [row["loss"] for row in first.history] == [row["loss"] for row in second.history]
+    weights = [(folder / "out" / "model.safetensors").read_bytes() for folder in (tmp_path / "first", tmp_path / "second")]
+    assert weights[0] == weights[1]

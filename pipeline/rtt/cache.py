@@ -1,19 +1,25 @@
-"""The persistent translation cache: SQLite, keyed by (backend, source language, target language, text).
+"""The persistent translation cache: SQLite, one row per chunk (a request of the round trip).
 
-Results are committed as they arrive, in WAL mode, so a killed run loses at most the requests that
-were in flight and the next run asks the backend only for what is missing.
+A chunk's answer depends on the whole chunk (Apertium carries state from line to line), so an
+answer is reused only for the very same chunk: the key is (backend, source, target, chunking rule
+version, SHA-256 of the chunk's text) and the row holds the per-sentence answers. Rows are
+committed as they arrive, in WAL mode, so a killed run loses at most the chunks that were in flight.
+
+Caches from before chunk keys held a `translations` table of single sentences whose answers came
+from timing-dependent packings; they cannot be reused without bringing that drift back, so the
+table is dropped when such a cache is opened (`discarded_legacy` counts its rows).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 from pipeline.errors import PipelineError
-
-LOOKUP_CHUNK = 900  # texts per SELECT … IN (…); under SQLite's oldest limit of 999 parameters
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,11 @@ class Leg:
     target: str
 
 
+def chunk_digest(texts: Sequence[str]) -> str:
+    """The chunk as the backend receives it: its texts joined by newlines."""
+    return hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+
+
 class TranslationCache:
     def __init__(self, path: Path | str):
         self.path = Path(path)
@@ -33,11 +44,12 @@ class TranslationCache:
         try:
             self._connection.execute("PRAGMA journal_mode=WAL")
             self._connection.execute("PRAGMA synchronous=NORMAL")  # WAL keeps commits safe from a killed process
+            self.discarded_legacy = self._drop_legacy_table()
             self._connection.execute(
-                "CREATE TABLE IF NOT EXISTS translations ("
+                "CREATE TABLE IF NOT EXISTS chunks ("
                 " backend TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,"
-                " text TEXT NOT NULL, translation TEXT NOT NULL,"
-                " PRIMARY KEY (backend, source, target, text)) WITHOUT ROWID"
+                " rule INTEGER NOT NULL, digest TEXT NOT NULL, answers TEXT NOT NULL,"
+                " PRIMARY KEY (backend, source, target, rule, digest)) WITHOUT ROWID"
             )
         except sqlite3.DatabaseError as error:
             self._connection.close()
@@ -45,30 +57,42 @@ class TranslationCache:
                 f"{self.path} is not a usable translation cache ({error}); delete it to start the cache afresh"
             ) from None
 
-    def lookup(self, leg: Leg, texts: Sequence[str]) -> dict[str, str]:
-        """The cached translations of those `texts` that have one."""
-        found: dict[str, str] = {}
-        for start in range(0, len(texts), LOOKUP_CHUNK):
-            chunk = texts[start : start + LOOKUP_CHUNK]
-            found.update(
-                self._connection.execute(
-                    "SELECT text, translation FROM translations WHERE backend = ? AND source = ? AND target = ?"
-                    f" AND text IN ({', '.join('?' * len(chunk))})",
-                    (leg.backend, leg.source, leg.target, *chunk),
-                )
-            )
-        return found
-
-    def store(self, leg: Leg, translations: Mapping[str, str]) -> None:
-        """Add translations and commit them at once."""
+    def _drop_legacy_table(self) -> int:
+        exists = self._connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'translations'"
+        ).fetchone()
+        if not exists:
+            return 0
+        rows = self._connection.execute("SELECT COUNT(*) FROM translations").fetchone()[0]
         with self._connection:
-            self._connection.executemany(
-                "INSERT OR REPLACE INTO translations VALUES (?, ?, ?, ?, ?)",
-                ((leg.backend, leg.source, leg.target, text, translation) for text, translation in translations.items()),
+            self._connection.execute("DROP TABLE translations")
+        self._connection.execute("VACUUM")
+        return rows
+
+    def lookup(self, leg: Leg, rule: int, texts: Sequence[str]) -> list[str | None] | None:
+        """The cached answers of this chunk, one per text (None: no translation), or None if not cached."""
+        row = self._connection.execute(
+            "SELECT answers FROM chunks WHERE backend = ? AND source = ? AND target = ? AND rule = ? AND digest = ?",
+            (leg.backend, leg.source, leg.target, rule, chunk_digest(texts)),
+        ).fetchone()
+        if row is None:
+            return None
+        answers = json.loads(row[0])
+        return answers if len(answers) == len(texts) else None  # a hash collision would be a different length
+
+    def store(self, leg: Leg, rule: int, texts: Sequence[str], answers: Sequence[str | None]) -> None:
+        """Add one chunk's answers and commit them at once."""
+        if len(answers) != len(texts):
+            raise ValueError(f"{len(answers)} answers for a chunk of {len(texts)} texts")
+        with self._connection:
+            self._connection.execute(
+                "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
+                (leg.backend, leg.source, leg.target, rule, chunk_digest(texts), json.dumps(list(answers), ensure_ascii=False)),
             )
 
     def __len__(self) -> int:
-        return self._connection.execute("SELECT COUNT(*) FROM translations").fetchone()[0]
+        """Cached chunks."""
+        return self._connection.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
 
     def close(self) -> None:
         self._connection.close()
