@@ -22,6 +22,10 @@ STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKR
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
 LOSS_TERMS = ("nce", "icnce", "ictn")
 CROSS_OUTPUTS = ("last", "mean")
+# Fewest pairs a task (or the STS-B dev set of model selection) may be cut to: a Spearman over a
+# handful of pairs is noise, and over one pair it is NaN.
+MIN_EVAL_PAIRS = 100
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def allowed_cael_values(num_layers: int) -> list[int]:
@@ -136,7 +140,9 @@ class MtebSettings(Section):
 
 class EvalSettings(Section):
     tasks: list[Literal[STS_TASKS]] = list(STS_TASKS)  # type: ignore[valid-type]
-    max_pairs: int | None = Field(None, ge=1, description="cap on pairs per task (tiny scale); null = all")
+    max_pairs: int | None = Field(
+        None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale); null = all"
+    )
     batch_size: int = Field(128, ge=1)
     max_length: int = Field(128, ge=4)
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
@@ -146,8 +152,8 @@ class EvalSettings(Section):
 
 class Params(Section):
     scale: Literal["tiny", "paper"]
-    seed: int = 42
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
+    device: Literal[DEVICES] = "auto"  # type: ignore[valid-type]
     data: DataSettings
     backbone: BackboneSettings
     towers: dict[str, TowerSettings]

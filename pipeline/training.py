@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from pipeline.config import OptimSettings
-from pipeline.data.sources import atomic_directory, write_text_atomic
+from pipeline.data.sources import atomic_directory, write_json_atomic, write_text_atomic
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
@@ -374,7 +374,7 @@ def write_training_report(result: TrainingResult, metrics_path: Path, curve_path
         "steps_per_second": round(result.steps_per_second, 4),
         "peak_memory_mb": round(result.peak_memory_mb, 1),
     }
-    write_text_atomic(metrics_path, json.dumps(metrics, indent=2) + "\n")
+    write_json_atomic(metrics_path, metrics)
     columns = sorted({key for row in result.history for key in row} - {"step"})
     lines = [",".join(["step", *columns])]
     for row in sorted(result.history, key=lambda row: row["step"]):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -78,7 +79,13 @@ def stsb_dev_scorer(task, senteval_root: Path, tokenizer, max_length: int, devic
     def score(model: nn.Module) -> float:
         embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
         results = evaluate_embedder(embedder, dev, batch_size, description="STS-B dev")
-        return reported_score(results["STSBenchmark"])
+        dev_score = reported_score(results["STSBenchmark"])
+        if not math.isfinite(dev_score):  # would make model selection keep an arbitrary checkpoint
+            raise PipelineError(
+                f"STS-B dev score is {dev_score} on {sum(map(len, dev[0].subsets.values()))} pairs: the model's "
+                "embeddings are constant or degenerate; lower the learning rate or check the input model"
+            )
+        return dev_score
 
     return score
 

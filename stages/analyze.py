@@ -27,14 +27,13 @@ NAME = "analyze"
 def command(
     params: Path = ParamsOption,
 ) -> None:
-    import json
     import logging
 
     import pandas as pd
 
     from pipeline import paths
     from pipeline.paths import ANALYSIS
-    from pipeline.data.sources import write_text_atomic
+    from pipeline.data.sources import write_json_atomic, write_text_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
@@ -70,7 +69,7 @@ def command(
         write_text_atomic(ANALYSIS / file, pd.DataFrame(rows).to_csv(index=False))
 
     for name, report in analysis.reports.items():
-        write_text_atomic(ANALYSIS / f"{name}.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
+        write_json_atomic(ANALYSIS / f"{name}.json", report)
     write_csv("align_uniform.csv", analysis.align_uniform_table())
     write_csv("cls_energy.csv", analysis.cls_energy_table())
     for label, rows in analysis.cosine_density_tables().items():

@@ -9,7 +9,6 @@ Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two 
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
 (STS12–16) or {"test"} (STS-B, SICK-R), and "avg", the 7-task average."""
 
-import json
 from pathlib import Path
 
 import typer
@@ -36,7 +35,7 @@ def command(
     params: Path = ParamsOption,
 ) -> None:
     from pipeline import paths
-    from pipeline.data.sources import write_text_atomic
+    from pipeline.data.sources import write_json_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.sts import format_table
 
@@ -54,7 +53,7 @@ def command(
         results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
         label = " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
-    write_text_atomic(output, json.dumps(results, indent=2) + "\n")
+    write_json_atomic(output, results)
     mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
     summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
 
