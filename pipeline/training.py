@@ -34,7 +34,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
-from pipeline.config import OptimSettings
+from pipeline.config import DEVICES, OptimSettings
 from pipeline.data.sources import atomic_directory, write_json_atomic, write_text_atomic
 from pipeline.errors import PipelineError
 
@@ -80,6 +80,8 @@ class RunContext:
 
 def resolve_device(requested: str) -> torch.device:
     """`auto` → CUDA when present, else CPU; asking for CUDA where there is none is an error."""
+    if requested not in DEVICES:
+        raise PipelineError(f"device {requested!r} is not one of {', '.join(DEVICES)}")
     if requested == "cuda" and not torch.cuda.is_available():
         raise PipelineError("device=cuda but no CUDA GPU is visible to torch; set device: auto or device: cpu")
     if requested == "cpu" or not torch.cuda.is_available():
@@ -140,6 +142,28 @@ def length_bucketed_batches(
         batches += [chunk[i : i + batch_size].tolist() for i in range(0, len(chunk) - batch_size + 1, batch_size)]
     generator.shuffle(batches)
     return batches
+
+
+def planned_steps(example_count: int, settings: OptimSettings, description: str = "train") -> tuple[int, int]:
+    """(optimizer steps per epoch, total steps) of a run; a run that would take no step is an error.
+
+    Stages call it before loading any model, so a bad batch_size/grad_accum fails in a second.
+    """
+    if example_count < settings.batch_size:
+        raise PipelineError(
+            f"{description}: {example_count} training examples are fewer than one batch of {settings.batch_size}; "
+            "lower batch_size or use a larger corpus"
+        )
+    steps_per_epoch = example_count // settings.batch_size // settings.grad_accum
+    if steps_per_epoch == 0:
+        raise PipelineError(
+            f"{description}: 0 optimizer steps: {example_count} examples make {example_count // settings.batch_size} "
+            f"batches of {settings.batch_size}, fewer than grad_accum={settings.grad_accum}; lower grad_accum or batch_size"
+        )
+    total_steps = steps_per_epoch * settings.epochs
+    if settings.max_steps is not None:
+        total_steps = min(total_steps, settings.max_steps)
+    return steps_per_epoch, total_steps
 
 
 def pad_batch(token_ids: list[list[int]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -236,15 +260,7 @@ def train(
     token_ids = tokenize_columns(tokenizer, examples, settings.max_length)
     lengths = [len(ids) for ids in token_ids[0]]
     global_batch = settings.batch_size
-    if len(examples) < global_batch:
-        raise PipelineError(
-            f"{description}: {len(examples)} training examples are fewer than one batch of {global_batch}; "
-            "lower batch_size or use a larger corpus"
-        )
-    steps_per_epoch = len(examples) // global_batch // settings.grad_accum
-    total_steps = steps_per_epoch * settings.epochs
-    if settings.max_steps is not None:
-        total_steps = min(total_steps, settings.max_steps)
+    steps_per_epoch, total_steps = planned_steps(len(examples), settings, description)
 
     model = task.model.to(context.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)

@@ -43,6 +43,7 @@ def command(
 
     log = logging.getLogger(NAME)
     settings = load_params(params)
+    device = resolve_device(settings.device)
     evaluation = settings.eval
     if not paths.SENTEVAL.is_dir():
         raise PipelineError(f"SentEval data folder {paths.SENTEVAL} does not exist; run `dvc repro download`")
@@ -55,7 +56,6 @@ def command(
     (stsb,) = load_tasks(paths.SENTEVAL, ["STSBenchmark"], evaluation.max_pairs)
     pairs = stsb.subsets["test"]
     scores = {name: _average(paths.METRICS / f"{name}.json") for name in models}
-    device = resolve_device(settings.device)
     seq_len = evaluation.cost_length
 
     def make_embedder(tower: str) -> HFEmbedder:

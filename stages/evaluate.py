@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import EvalSettings, load_params
+from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "evaluate"
@@ -27,7 +27,7 @@ def command(
     output: Path | None = typer.Option(None, "--output", help="the scores as JSON (standalone mode)"),
     pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2"),
     tasks: list[str] = typer.Option(list(DEFAULTS.tasks), "--tasks", help="STS task, repeatable; default all seven"),
-    max_pairs: int | None = typer.Option(None, "--max-pairs", min=1, help="first N pairs of each task; default all"),
+    max_pairs: int | None = typer.Option(None, "--max-pairs", min=MIN_EVAL_PAIRS, help="first N pairs of each task; default all"),
     senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
@@ -63,7 +63,9 @@ def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, m
     from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.evaluation.sts import evaluate_models, load_tasks
     from pipeline.modeling.encoder import validate_pooler
+    from pipeline.training import resolve_device
 
+    resolve_device(device)
     if len(model) > 2:
         raise PipelineError(f"--model given {len(model)} times; give one model or the two towers of a twin")
     validate_pooler(pooler, "--pooler")

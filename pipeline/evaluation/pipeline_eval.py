@@ -14,6 +14,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.models import missing_towers, pipeline_models
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_models, load_tasks
+from pipeline.training import resolve_device
 
 EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
 
@@ -44,6 +45,7 @@ def mteb_scores(params: Params, towers: WeightedTowers, make_embedder) -> dict[s
 
 
 def evaluate_pipeline_model(name: str, params: Params) -> dict:
+    resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
     models = pipeline_models(params)
     if name not in models:
         raise PipelineError(f"--name {name} is not a model of the pipeline; models: {', '.join(models)}")

@@ -31,7 +31,8 @@ Public API:
   value_hidden)`: one layer's [CLS] row (optionally with another layer's values).
 - `POOLERS`, `validate_pooler(pooler, key)`, `pool(...)`, `masked_mean(hidden, mask)`.
 - `set_dropout(model, p)`: hidden and attention dropout of an existing model (and its config).
-- `load_backbone(path, dropout=None)`: AutoModel with its pooler layer.
+- `load_backbone(path, dropout=None, **options)`: AutoModel with its pooler layer; `load_tokenizer(path)`;
+  both turn corrupt/truncated/unreadable files into one-line errors (`model_folder_errors(path)`).
 - `TwinEncoder(tower_I, tower_II, cael=0, cross_outputs="last")`, `.from_pretrained(path_I,
   path_II, cael, cross_outputs, dropout)`, `forward(input_ids, attention_mask) -> TwinOutput`,
   `encode(input_ids, attention_mask) -> (N, d)`, `.towers`, `.cross_layers` (0-based CAELs).
@@ -58,7 +59,9 @@ from pipeline.modeling.encoder import (
     last_layer_cls,
     layer_cls,
     load_backbone,
+    load_tokenizer,
     masked_mean,
+    model_folder_errors,
     pool,
     set_dropout,
     validate_pooler,
@@ -88,7 +91,9 @@ __all__ = [
     "last_layer_cls",
     "layer_cls",
     "load_backbone",
+    "load_tokenizer",
     "masked_mean",
+    "model_folder_errors",
     "pool",
     "set_dropout",
     "tower_sum",
