@@ -312,7 +312,9 @@ def train(
     backward_scale = context.world_size if getattr(task, "loss_spans_global_batch", False) else 1
     force_nan_at = int(os.environ.get(FORCE_NAN_AT_STEP, -1))
     model.train()
-    started, first_step, loss_value = time.perf_counter(), step, math.nan
+    # A run resumed at its last step trains no further: its final loss is the checkpoint's last one.
+    last_loss = [row["loss"] for row in history if "loss" in row][-1:] or [math.nan]
+    started, first_step, loss_value = time.perf_counter(), step, last_loss[0]
     progress = tqdm(total=total_steps, initial=step, desc=description, unit="step", disable=not context.is_main)
     while step < total_steps:
         epoch = step // steps_per_epoch

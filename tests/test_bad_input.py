@@ -168,6 +168,25 @@ def test_pretrain_with_zero_steps_fails_before_loading_a_model(project):
     assert not (project / "data" / "models").exists() and not (project / "reports" / "training").exists()
 
 
+def test_a_run_resumed_at_its_last_step_reports_the_checkpoints_final_loss(tmp_path):
+    backbone = save_tiny_bert(tmp_path / "backbone", seed=3)
+    lines = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:48]
+    examples = [(line,) for line in lines]
+    optim = OptimSettings(batch_size=8, max_length=24, max_steps=4, eval_every=100, save_every=2)
+    context = training.RunContext(torch.device("cpu"), None)
+
+    def run(task):
+        return training.train(task, examples, task.tokenizer, optim, 1e-3, tmp_path / "out", tmp_path / "ckpt", context, 7)
+
+    killed = training_tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24)
+    killed.save = lambda model, directory: (_ for _ in ()).throw(KeyboardInterrupt())  # killed after step 4's checkpoint
+    with pytest.raises(KeyboardInterrupt):
+        run(killed)
+    resumed = run(training_tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24))
+    assert resumed.resumed_from == 4 and resumed.steps == 4
+    assert math.isfinite(resumed.final_loss) and resumed.final_loss == resumed.history[-1]["loss"]
+
+
 # ----------------------------------------------------------------------------- 4. tracebacks
 
 
