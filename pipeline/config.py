@@ -25,6 +25,10 @@ CROSS_OUTPUTS = ("last", "mean")
 # stream: cross streams that feed the next layers (JTCSE's reading, the default); side: side outputs of each CAEL
 CROSS_MODES = ("stream", "side")
 SICK_SPLITS = ("train", "trial", "test")
+# Fewest pairs a task (or the STS-B dev set of model selection) may be cut to: a Spearman over a
+# handful of pairs is noise, and over one pair it is NaN.
+MIN_EVAL_PAIRS = 100
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def describe_allowed_cael(num_layers: int) -> str:
@@ -166,7 +170,9 @@ class MtebSettings(Section):
 
 class EvalSettings(Section):
     tasks: list[Literal[STS_TASKS]] = list(STS_TASKS)  # type: ignore[valid-type]
-    max_pairs: int | None = Field(None, ge=1, description="cap on pairs per task (tiny scale); null = all")
+    max_pairs: int | None = Field(
+        None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale); null = all"
+    )
     batch_size: int = Field(128, ge=1)
     max_length: int = Field(128, ge=4)
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
@@ -184,8 +190,8 @@ class AnalysisSettings(Section):
 
 class Params(Section):
     scale: Literal["tiny", "paper"]
-    seed: int = 42
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
+    device: Literal[DEVICES] = "auto"  # type: ignore[valid-type]
     data: DataSettings
     backbone: BackboneSettings
     towers: dict[str, TowerSettings]

@@ -35,8 +35,8 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase, get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
-from pipeline.config import OptimSettings
-from pipeline.data.sources import atomic_directory, write_text_atomic
+from pipeline.config import DEVICES, OptimSettings
+from pipeline.data.sources import atomic_directory, write_json_atomic, write_text_atomic
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,8 @@ class RunContext:
 
 def resolve_device(requested: str) -> torch.device:
     """`auto` → CUDA when present, else CPU; asking for CUDA where there is none is an error."""
+    if requested not in DEVICES:
+        raise PipelineError(f"device {requested!r} is not one of {', '.join(DEVICES)}")
     if requested == "cuda" and not torch.cuda.is_available():
         raise PipelineError("device=cuda but no CUDA GPU is visible to torch; set device: auto or device: cpu")
     if requested == "cpu" or not torch.cuda.is_available():
@@ -203,6 +205,30 @@ def make_scheduler(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps
     return get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
 
 
+def planned_steps(
+    example_count: int, settings: OptimSettings, description: str = "train", world_size: int = 1
+) -> tuple[int, int]:
+    """(optimizer steps per epoch, total steps) of a run; a run that would take no step is an error.
+
+    Stages call it before loading any model, so a bad batch_size/grad_accum fails in a second.
+    """
+    if example_count < settings.batch_size:
+        raise PipelineError(
+            f"{description}: {example_count} training examples are fewer than one batch of {settings.batch_size}; "
+            "lower batch_size or use a larger corpus"
+        )
+    epoch_steps = steps_per_epoch(settings.sampling, example_count, settings.batch_size, settings.grad_accum, world_size)
+    if epoch_steps == 0:  # length_bucketed drops incomplete batches and steps
+        raise PipelineError(
+            f"{description}: 0 optimizer steps: {example_count} examples make {example_count // settings.batch_size} "
+            f"batches of {settings.batch_size}, fewer than grad_accum={settings.grad_accum}; lower grad_accum or batch_size"
+        )
+    total_steps = epoch_steps * settings.epochs
+    if settings.max_steps is not None:
+        total_steps = min(total_steps, settings.max_steps)
+    return epoch_steps, total_steps
+
+
 def pad_batch(token_ids: list[list[int]], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
     """Pad to the longest sequence of this batch (dynamic padding)."""
     width = max(len(ids) for ids in token_ids)
@@ -311,15 +337,7 @@ def train(
     token_ids = tokenize_columns(tokenizer, examples, settings.max_length)
     lengths = [len(ids) for ids in token_ids[0]]
     global_batch = settings.batch_size
-    if len(examples) < global_batch:
-        raise PipelineError(
-            f"{description}: {len(examples)} training examples are fewer than one batch of {global_batch}; "
-            "lower batch_size or use a larger corpus"
-        )
-    epoch_steps = steps_per_epoch(settings.sampling, len(examples), global_batch, settings.grad_accum, context.world_size)
-    total_steps = epoch_steps * settings.epochs
-    if settings.max_steps is not None:
-        total_steps = min(total_steps, settings.max_steps)
+    epoch_steps, total_steps = planned_steps(len(examples), settings, description, context.world_size)
 
     model = task.model.to(context.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)
@@ -371,7 +389,9 @@ def train(
     backward_scale = context.world_size if getattr(task, "loss_spans_global_batch", False) else 1
     force_nan_at = int(os.environ.get(FORCE_NAN_AT_STEP, -1))
     model.train()
-    started, first_step, loss_value = time.perf_counter(), step, math.nan
+    # A run resumed at its last step trains no further: its final loss is the checkpoint's last one.
+    last_loss = [row["loss"] for row in history if "loss" in row][-1:] or [math.nan]
+    started, first_step, loss_value = time.perf_counter(), step, last_loss[0]
     progress = tqdm(total=total_steps, initial=step, desc=description, unit="step", disable=not context.is_main)
     while step < total_steps:
         epoch = step // epoch_steps
@@ -456,7 +476,7 @@ def write_training_report(result: TrainingResult, metrics_path: Path, curve_path
         "steps_per_second": round(result.steps_per_second, 4),
         "peak_memory_mb": round(result.peak_memory_mb, 1),
     }
-    write_text_atomic(metrics_path, json.dumps(metrics, indent=2) + "\n")
+    write_json_atomic(metrics_path, metrics)
     columns = sorted({key for row in result.history for key in row} - {"step"})
     lines = [",".join(["step", *columns])]
     for row in sorted(result.history, key=lambda row: row["step"]):

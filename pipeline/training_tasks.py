@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from pipeline.data.sources import sha256_of
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_embedder, load_tasks, reported_score
 from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, last_layer_cls, load_backbone
-from pipeline.training import Batch, TrainingResult, run_context, train, write_training_report
+from pipeline.training import Batch, TrainingResult, planned_steps, resolve_device, run_context, train, write_training_report
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,13 @@ def stsb_dev_scorer(task, senteval_root: Path, tokenizer, max_length: int, devic
     def score(model: nn.Module) -> float:
         embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
         results = evaluate_embedder(embedder, dev, batch_size, description="STS-B dev")
-        return reported_score(results["STSBenchmark"])
+        dev_score = reported_score(results["STSBenchmark"])
+        if not math.isfinite(dev_score):  # would make model selection keep an arbitrary checkpoint
+            raise PipelineError(
+                f"STS-B dev score is {dev_score} on {sum(map(len, dev[0].subsets.values()))} pairs: the model's "
+                "embeddings are constant or degenerate; lower the learning rate or check the input model"
+            )
+        return dev_score
 
     return score
 
@@ -259,10 +266,25 @@ class DistillTask:
         save_sentence_model(model.model, self.tokenizer, directory, self.max_length)
 
 
+def check_before_loading(name: str, example_count: int, settings: OptimSettings, params: Params) -> None:
+    """What a training stage checks before it loads any model: the device exists and the run takes
+    at least one optimizer step (a 0-step run would save the untrained model as if trained)."""
+    resolve_device(params.device)
+    planned_steps(example_count, settings, name)
+
+
 def run_fingerprint(settings: OptimSettings, lr: float, params: Params, examples, input_models: Sequence[Path]) -> str:
-    """What defines a training run: its settings, its examples and the weights it starts from.
-    A checkpoint is resumed only by a run with the same fingerprint."""
-    digest = hashlib.sha256(json.dumps([settings.model_dump(), lr, params.seed, params.backbone.model_dump()]).encode())
+    """What defines a training run: its settings, its examples, the weights it starts from and how
+    model selection scores (the eval settings of the STS-B dev scorer, and the dev file): a
+    checkpoint is resumed only by a run with the same fingerprint, so a resume never compares dev
+    scores measured on different dev sets."""
+    selection = params.eval.model_dump(include={"max_pairs", "batch_size", "max_length"})
+    digest = hashlib.sha256(
+        json.dumps([settings.model_dump(), lr, params.seed, params.backbone.model_dump(), selection]).encode()
+    )
+    dev_file = paths.SENTEVAL / "STS" / "STSBenchmark" / "sts-dev.csv"
+    if dev_file.is_file():
+        digest.update(sha256_of(dev_file).encode())
     for example in examples:
         digest.update("\t".join(example).encode() + b"\n")
     for folder in input_models:

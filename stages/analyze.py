@@ -31,14 +31,13 @@ NAME = "analyze"
 def command(
     params: Path = ParamsOption,
 ) -> None:
-    import json
     import logging
 
     import pandas as pd
 
     from pipeline import paths
     from pipeline.paths import ANALYSIS
-    from pipeline.data.sources import write_text_atomic
+    from pipeline.data.sources import write_json_atomic, write_text_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
@@ -52,6 +51,7 @@ def command(
 
     log = logging.getLogger(NAME)
     settings = load_params(params)
+    device = resolve_device(settings.device)
     evaluation = settings.eval
     if not paths.SENTEVAL.is_dir():
         raise PipelineError(f"SentEval data folder {paths.SENTEVAL} does not exist; run `dvc repro download`")
@@ -68,7 +68,6 @@ def command(
     else:
         align_pairs = pairs
     scores = {name: _average(paths.METRICS / f"{name}.json") for name in models}
-    device = resolve_device(settings.device)
     seq_len = evaluation.cost_length
 
     def make_embedder(tower: str) -> HFEmbedder:
@@ -82,7 +81,7 @@ def command(
         write_text_atomic(ANALYSIS / file, pd.DataFrame(rows).to_csv(index=False))
 
     for name, report in analysis.reports.items():
-        write_text_atomic(ANALYSIS / f"{name}.json", json.dumps(report, indent=2, allow_nan=False) + "\n")
+        write_json_atomic(ANALYSIS / f"{name}.json", report)
     write_csv("align_uniform.csv", analysis.align_uniform_table())
     write_csv("cls_energy.csv", analysis.cls_energy_table())
     for label, rows in analysis.cosine_density_tables().items():

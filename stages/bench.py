@@ -16,11 +16,10 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
+from pipeline.config import DEVICES, load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "bench"
-DEVICES = ("auto", "cpu", "cuda")
 DEFAULT_BACKBONE = Path("data/backbone")
 
 

@@ -18,13 +18,12 @@ NAME = "distill"
 
 @stage
 def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the UC ensemble)"), params: Path = ParamsOption) -> None:
-    from transformers import AutoTokenizer
-
     from pipeline import paths
     from pipeline.data.readers import read_corpus
     from pipeline.errors import PipelineError
     from pipeline.evaluation.sts import twin, uc_ensemble
-    from pipeline.training_tasks import DistillTask, FrozenEnsemble, run_training
+    from pipeline.modeling import load_tokenizer
+    from pipeline.training_tasks import DistillTask, FrozenEnsemble, check_before_loading, run_training
 
     settings = load_params(params)
     if teacher not in settings.distill.teachers:
@@ -32,11 +31,13 @@ def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the U
     student = settings.distill.teachers[teacher]
     tower_I, tower_II = (str(paths.joint_model() / name) for name in ("I", "II"))
     towers = twin(tower_I, tower_II) if teacher == "joint" else uc_ensemble(tower_I, tower_II, str(paths.UC), settings.uc_weight)
-    task = DistillTask(
-        paths.BACKBONE, FrozenEnsemble(towers), AutoTokenizer.from_pretrained(paths.BACKBONE), student.dropout, student.max_length
-    )
-    examples = task.examples(read_corpus(paths.CORPUS))
+    corpus = read_corpus(paths.CORPUS)
     name = f"distill-{teacher}"
+    check_before_loading(name, len(corpus), student, settings)
+    task = DistillTask(
+        paths.BACKBONE, FrozenEnsemble(towers), load_tokenizer(paths.BACKBONE), student.dropout, student.max_length
+    )
+    examples = task.examples(corpus)
     result = run_training(
         name, task, examples, student, student.lr, paths.student(teacher), settings, [Path(path) for path, _ in towers]
     )

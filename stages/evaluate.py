@@ -9,12 +9,11 @@ Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two 
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
 (STS12–16) or {"test"} (STS-B, SICK-R), and "avg", the 7-task average."""
 
-import json
 from pathlib import Path
 
 import typer
 
-from pipeline.config import EvalSettings, load_params
+from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "evaluate"
@@ -28,7 +27,7 @@ def command(
     output: Path | None = typer.Option(None, "--output", help="the scores as JSON (standalone mode)"),
     pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2"),
     tasks: list[str] = typer.Option(list(DEFAULTS.tasks), "--tasks", help="STS task, repeatable; default all seven"),
-    max_pairs: int | None = typer.Option(None, "--max-pairs", min=1, help="first N pairs of each task; default all"),
+    max_pairs: int | None = typer.Option(None, "--max-pairs", min=MIN_EVAL_PAIRS, help="first N pairs of each task; default all"),
     senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
@@ -36,7 +35,7 @@ def command(
     params: Path = ParamsOption,
 ) -> None:
     from pipeline import paths
-    from pipeline.data.sources import write_text_atomic
+    from pipeline.data.sources import write_json_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.sts import format_table
 
@@ -54,7 +53,7 @@ def command(
         results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
         label = " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
-    write_text_atomic(output, json.dumps(results, indent=2) + "\n")
+    write_json_atomic(output, results)
     mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
     summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
 
@@ -64,7 +63,9 @@ def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, m
     from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.evaluation.sts import evaluate_models, load_tasks
     from pipeline.modeling.encoder import validate_pooler
+    from pipeline.training import resolve_device
 
+    resolve_device(device)
     if len(model) > 2:
         raise PipelineError(f"--model given {len(model)} times; give one model or the two towers of a twin")
     validate_pooler(pooler, "--pooler")

@@ -15,16 +15,16 @@ NAME = "joint"
 
 @stage
 def command(params: Path = ParamsOption) -> None:
-    from transformers import AutoTokenizer
-
     from pipeline import paths
     from pipeline.data.readers import read_corpus
-    from pipeline.training_tasks import TwinTask, run_training
+    from pipeline.modeling import load_tokenizer
+    from pipeline.training_tasks import TwinTask, check_before_loading, run_training
 
     settings = load_params(params)
     towers = (paths.pretrained_tower("I"), paths.pretrained_tower("II"))
     examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
-    task = TwinTask(towers, AutoTokenizer.from_pretrained(towers[0]), settings.train, settings.seed)
+    check_before_loading(NAME, len(examples), settings.train, settings)
+    task = TwinTask(towers, load_tokenizer(towers[0]), settings.train, settings.seed)
     result = run_training(NAME, task, examples, settings.train, settings.train.mode_lr, paths.joint_model(), settings, towers)
     method = f"JTCSE with {settings.train.cael} CAELs" if settings.train.cael else "TNCSE"
     summary(NAME, f"{method}: {training_line(result, len(examples))}")

@@ -274,7 +274,7 @@ def _layout_project(root: Path, models: Path, mirror: Path, params: dict) -> Non
     (root / "data" / "models" / "pretrain" / "II").symlink_to(models / "II")
     (root / "data" / "raw" / "senteval").symlink_to(mirror / "senteval")
     params["device"] = "cpu"
-    params["eval"].update(max_pairs=40, batch_size=16, max_length=32, cost_length=16)
+    params["eval"].update(max_pairs=100, batch_size=16, max_length=32, cost_length=16)
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     (root / "reports" / "metrics").mkdir(parents=True)
     (root / "reports" / "metrics" / "backbone.json").write_text(json.dumps({"avg": 42.0}))
@@ -288,7 +288,7 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
     caplog.set_level(logging.INFO)
     result = CliRunner().invoke(app, ["analyze"])
     assert result.exit_code == 0, result.output
-    assert "[analyze] 4 of 8 models on 40 STS-B pairs" in result.output
+    assert "[analyze] 4 of 8 models on 100 STS-B pairs" in result.output
 
     analysis = tmp_path / "reports" / "analysis"
     analyzed = ["backbone", "pretrain-I", "pretrain-II", "ensemble"]

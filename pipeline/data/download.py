@@ -13,14 +13,13 @@ from __future__ import annotations
 import logging
 import shutil
 import tarfile
-import tempfile
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
 from pipeline.config import Params
 from pipeline.data.readers import read_sick
-from pipeline.data.sources import Mirror, atomic_directory, fetch_backbone, fetch_hub_file, write_text_atomic
+from pipeline.data.sources import Mirror, atomic_directory, fetch_backbone, fetch_hub_file, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
@@ -108,8 +107,7 @@ def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
         mirror = Mirror(mirror_root)
     raw = data_root / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=raw) as scratch_name:
-        scratch = Path(scratch_name)
+    with scratch_directory(raw) as scratch:
         wiki = _read_wiki(_wiki_file(params, mirror, scratch), params.data.wiki.limit)
         senteval_files = _fetch_senteval(params, mirror, raw / "senteval", scratch)
     if mirror is not None and mirror.has("raw"):

@@ -23,6 +23,15 @@ STS_YEAR_TASKS = STS_TASKS[:5]  # STS12–16: several subsets each, test only
 SICK_HEADER_START = "pair_ID\tsentence_A\tsentence_B\trelatedness_score"
 SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
 STSB_SPLITS = ("train", "dev", "test")
+# The subsets of STS12–16 in SentEval's order (senteval/sts.py). Fixed, not found by globbing: a
+# missing input file must stop the evaluation, not silently change the task's score.
+STS_SUBSETS = {
+    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "STS13": ("FNWN", "headlines", "OnWN"),  # SMT is licensed and not distributed
+    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
 
 
 class MalformedDataError(PipelineError):
@@ -139,33 +148,22 @@ def read_corpus(path: Path | str) -> list[str]:
     return lines
 
 
-def _sts_year_subsets(task_dir: Path) -> list[str]:
-    """The subsets of an STS12–16 folder: the input files present (STS13's licensed SMT has none).
-
-    Case-insensitive order is SentEval's order for every year (e.g. STS13: FNWN, headlines, OnWN).
-    """
-    if not task_dir.is_dir():
-        raise _missing(task_dir)
-    names = [path.name.removeprefix("STS.input.").removesuffix(".txt") for path in task_dir.glob("STS.input.*.txt")]
-    if not names:
-        raise MalformedDataError(f"{task_dir} has no STS.input.*.txt files; re-run the download stage (`dvc repro download`)")
-    return sorted(names, key=str.lower)
-
-
 def load_sts_benchmark(senteval_root: Path | str, task: str, split: str = "test") -> dict[str, list[ScoredPair]]:
     """A SentEval STS task as {subset name: pairs}, from a folder laid out like SentEval's data.
 
-    STS12–16 have only a test split and one subset per input file; STS-B and SICK-R have one
-    subset named after the split (`dev` of SICK is `SICK_trial.txt`).
+    STS12–16 have only a test split and SentEval's fixed subsets (`STS_SUBSETS`; a missing file is
+    an error naming it); STS-B and SICK-R have one subset named after the split (`dev` of SICK is `SICK_trial.txt`).
     """
     root = Path(senteval_root)
     if task in STS_YEAR_TASKS:
         if split != "test":
             raise PipelineError(f"{task} has only a test split, not {split!r}")
         task_dir = root / "STS" / f"{task}-en-test"
+        if not task_dir.is_dir():
+            raise _missing(task_dir)
         return {
             subset: read_sts_subset(task_dir / f"STS.input.{subset}.txt", task_dir / f"STS.gs.{subset}.txt")
-            for subset in _sts_year_subsets(task_dir)
+            for subset in STS_SUBSETS[task]
         }
     if task == "STSBenchmark":
         if split not in STSB_SPLITS:

@@ -305,13 +305,9 @@ def attention_map(encoder: torch.nn.Module, tokenizer, sentence: str = ATTENTION
 
 def load_eager_model(model: str | Path, device: torch.device | str = "cpu"):
     """The model with its pooler and eager attention (so attention weights are returned), in eval mode."""
-    from transformers import AutoModel
+    from pipeline.modeling.encoder import load_backbone
 
-    from pipeline.modeling.encoder import require_pooler_layer
-
-    loaded = AutoModel.from_pretrained(str(model), add_pooling_layer=True, attn_implementation="eager")
-    require_pooler_layer(loaded)
-    return loaded.to(device).eval()
+    return load_backbone(model, attn_implementation="eager").to(device).eval()
 
 
 def _self_attention_modules(model) -> list[torch.nn.Module]:
@@ -342,9 +338,9 @@ def analyze_layers(
     weight; sentences are batched by length (padding never changes a result: padded keys get
     exactly zero attention and padded queries/tokens are masked out).
     """
-    from transformers import AutoTokenizer
+    from pipeline.modeling.encoder import load_tokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(str(model))
+    tokenizer = load_tokenizer(model)
     encoder = load_eager_model(model, device)
     punct_ids = punctuation_ids(tokenizer).to(device)
     modules = _self_attention_modules(encoder)

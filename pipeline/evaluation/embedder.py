@@ -12,10 +12,8 @@ import re
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer
-
 from pipeline.errors import PipelineError
-from pipeline.modeling.encoder import SentenceEncoder, validate_pooler
+from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
 from pipeline.training import resolve_device
 
 # owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
@@ -53,14 +51,9 @@ class HFEmbedder:
         source = resolve_model_source(model)
         validate_pooler(pooler)
         self.device = resolve_device(device)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(source)
-            self.encoder = SentenceEncoder.from_pretrained(source, pooler, cls_only_last_layer=cls_only_last_layer)
-            self.encoder = self.encoder.to(self.device).eval()
-        except (OSError, ValueError) as error:  # what transformers raises for unreachable or incomplete models
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            where = "" if Path(source).is_dir() else " (not a local folder; set HF_HUB_OFFLINE=1 to use only the hub cache)"
-            raise PipelineError(f"could not load model {source}{where}: {reason}") from None
+        self.tokenizer = load_tokenizer(source)
+        self.encoder = SentenceEncoder.from_pretrained(source, pooler, cls_only_last_layer=cls_only_last_layer)
+        self.encoder = self.encoder.to(self.device).eval()
         self.max_length = max_length
         self.batch_size = batch_size
 

@@ -30,6 +30,7 @@ from mteb.types import BatchedInput, PromptType
 from torch.utils.data import DataLoader
 
 from pipeline.data.readers import read_stsb
+from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, as_array
 
 
@@ -104,8 +105,24 @@ class LocalSTSBenchmark(AbsTaskSTS):
         self.data_loaded = True
 
 
+def load_task_data(task: mteb.AbsTask) -> None:
+    """Load a task's data now, so a hub that cannot be reached (offline, no network) is one line."""
+    if getattr(task, "data_loaded", False):
+        return
+    try:
+        task.load_data()
+    except OSError as error:  # ConnectionError, the hub's offline and HTTP errors, missing files
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise PipelineError(
+            f"MTEB task {task.metadata.name} could not be loaded ({type(error).__name__}: {reason}); set "
+            "eval.mteb.local: true to run offline on the mirror's tasks, or run where the Hugging Face hub is reachable"
+        ) from None
+
+
 def run_mteb(embedder: Embedder, tasks: Sequence[mteb.AbsTask], batch_size: int = 64) -> dict[str, float]:
     """Each task's mteb main score on its test split, × 100; nothing is cached on disk."""
+    for task in tasks:
+        load_task_data(task)
     result = mteb.evaluate(
         EmbedderEncoder(embedder),
         list(tasks),

@@ -14,6 +14,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.models import missing_towers, pipeline_models
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_models, load_tasks
+from pipeline.training import resolve_device
 
 EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
 
@@ -28,8 +29,9 @@ def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:
     return embed
 
 
-def mteb_scores(params: Params, towers: WeightedTowers, make_embedder) -> dict[str, float]:
-    from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark, english_sts_tasks, run_mteb
+def mteb_tasks(params: Params) -> list:
+    """The MTEB tasks of the settings, their data loaded (a hub that cannot be reached is one line)."""
+    from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark, english_sts_tasks, load_task_data
 
     settings = params.eval.mteb
     if settings.local:
@@ -38,12 +40,22 @@ def mteb_scores(params: Params, towers: WeightedTowers, make_embedder) -> dict[s
         import mteb
 
         tasks = english_sts_tasks(settings.sts_tasks) + (list(mteb.get_tasks(tasks=settings.zero_shot_tasks)) if settings.zero_shot_tasks else [])
+    for task in tasks:
+        load_task_data(task)
+    return tasks
+
+
+def mteb_scores(params: Params, tasks: list, towers: WeightedTowers, make_embedder) -> dict[str, float]:
+    from pipeline.evaluation.mteb_tasks import run_mteb
+
+    settings = params.eval.mteb
     scores = run_mteb(ensemble_embedder(towers, make_embedder), tasks, params.eval.batch_size)
     sts = [scores[name] for name in settings.sts_tasks if name in scores]
     return {**scores, **({"avg": sum(sts) / len(sts)} if sts else {})}
 
 
 def evaluate_pipeline_model(name: str, params: Params) -> dict:
+    resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
     models = pipeline_models(params)
     if name not in models:
         raise PipelineError(f"--name {name} is not a model of the pipeline; models: {', '.join(models)}")
@@ -57,11 +69,12 @@ def evaluate_pipeline_model(name: str, params: Params) -> dict:
         return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device)
 
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs)
+    extra_tasks = mteb_tasks(params) if settings.mteb.enabled else []  # before any embedding work
     results = evaluate_models(
         {name: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE,
         embedder_settings=f"{settings.pooler}|{settings.max_length}",
     )[name]
     if settings.mteb.enabled:
-        results["mteb"] = mteb_scores(params, towers, make_embedder)
+        results["mteb"] = mteb_scores(params, extra_tasks, towers, make_embedder)
     return {**results, "model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler,
             "max_pairs": settings.max_pairs}

@@ -32,7 +32,8 @@ Public API:
   cross-attention); `layer_cls(...)`: its [CLS] row only.
 - `POOLERS`, `validate_pooler(pooler, key)`, `pool(...)`, `masked_mean(hidden, mask)`.
 - `set_dropout(model, p)`: hidden and attention dropout of an existing model (and its config).
-- `load_backbone(path, dropout=None)`: AutoModel with its pooler layer.
+- `load_backbone(path, dropout=None, **options)`: AutoModel with its pooler layer; `load_tokenizer(path)`;
+  both turn corrupt/truncated/unreadable files into one-line errors (`model_folder_errors(path)`).
 - `TwinEncoder(tower_I, tower_II, cael=0, cross_outputs="last", cross_mode="stream")`,
   `.from_pretrained(path_I, path_II, cael, cross_outputs, dropout, cross_mode)`, `forward(input_ids, attention_mask) -> TwinOutput`,
   `encode(input_ids, attention_mask) -> (N, d)`, `.towers`, `.cross_layers` (0-based CAELs).
@@ -61,7 +62,9 @@ from pipeline.modeling.encoder import (
     layer_cls,
     layer_forward,
     load_backbone,
+    load_tokenizer,
     masked_mean,
+    model_folder_errors,
     pool,
     set_dropout,
     validate_pooler,
@@ -95,7 +98,9 @@ __all__ = [
     "layer_cls",
     "layer_forward",
     "load_backbone",
+    "load_tokenizer",
     "masked_mean",
+    "model_folder_errors",
     "pool",
     "set_dropout",
     "tower_sum",

@@ -11,12 +11,16 @@ it saves about (1 - 1/6)/L of the encoder's matmuls (14% for MiniLM-L6, 7% for B
 Training keeps the stock forward, so dropout draws the same random masks as the stock model.
 """
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import NamedTuple
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoModel, PreTrainedModel
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
@@ -67,9 +71,34 @@ def set_dropout(model: nn.Module, p: float) -> nn.Module:
     return model
 
 
-def load_backbone(path: str, dropout: float | None = None) -> PreTrainedModel:
-    """A BERT-family model with its pooler layer (random if the checkpoint lacks one)."""
-    model = AutoModel.from_pretrained(path, add_pooling_layer=True)
+@contextmanager
+def model_folder_errors(path: str | Path) -> Iterator[None]:
+    """Turn what loading a model folder raises for corrupt, truncated, missing or unreadable files
+    (transformers: OSError/ValueError; safetensors: SafetensorError) into the one-line PipelineError."""
+    try:
+        yield
+    except (OSError, ValueError, SafetensorError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        local = Path(path).is_dir()
+        fix = (
+            "its files are corrupt, truncated or unreadable; re-create it (`dvc repro -f` the stage that writes it, "
+            "or `dvc checkout`)" if local else
+            "not a local folder and not loadable from the hub; set HF_HUB_OFFLINE=1 to use only the hub cache"
+        )
+        raise PipelineError(f"could not load model {path}: {type(error).__name__}: {reason}; {fix}") from None
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model folder (or hub id), with `model_folder_errors`' one-line errors."""
+    with model_folder_errors(path):
+        return AutoTokenizer.from_pretrained(str(path))
+
+
+def load_backbone(path: str | Path, dropout: float | None = None, **options) -> PreTrainedModel:
+    """A BERT-family model with its pooler layer (random if the checkpoint lacks one); the one loader
+    of model folders: a corrupt or unreadable one is a one-line error (`model_folder_errors`)."""
+    with model_folder_errors(path):
+        model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
     require_pooler_layer(model)
     if dropout is not None:
         set_dropout(model, dropout)

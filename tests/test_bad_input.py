@@ -1,0 +1,356 @@
+"""Bad input never gives a wrong number (issue 18): each probe of the fault probe, as a test.
+
+Stage-level probes run `python -m stages` in a subprocess on a small project (a tiny random
+backbone, the mirror's benchmarks) and check the promise: one line, exit code 2, no traceback,
+nothing half-written, no NaN in a metrics file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from transformers import AutoTokenizer
+
+# Modules, not names: on code without the fixes each test fails by itself instead of the whole file.
+from pipeline import modeling, training, training_tasks
+from pipeline.config import OptimSettings, parse_params
+from pipeline.data import readers, sources
+from pipeline.data.readers import MalformedDataError, load_sts_benchmark
+from pipeline.errors import PipelineError
+from pipeline.evaluation import mteb_tasks
+
+from conftest import MIRROR, REPO_ROOT
+from tiny_models import save_tiny_bert
+
+SENTEVAL = MIRROR / "senteval"
+
+
+# ----------------------------------------------------------------------------- a small project
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """data/backbone (tiny random BERT), data/raw/senteval (a copy of the mirror's), a corpus, params.yaml."""
+    root = tmp_path_factory.mktemp("project")
+    save_tiny_bert(root / "data" / "backbone", seed=5)
+    shutil.copytree(SENTEVAL, root / "data" / "raw" / "senteval")
+    lines = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:200]
+    (root / "data" / "raw" / "corpus.txt").write_text("\n".join(lines) + "\n")
+    (root / "data" / "rtt").mkdir(parents=True)
+    (root / "data" / "rtt" / "I.txt").write_text("\n".join(lines) + "\n")
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw["device"] = "cpu"
+    raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
+    (root / "params.yaml").write_text(yaml.safe_dump(raw))
+    return root
+
+
+def with_settings(project: Path, name: str, **overrides) -> Path:
+    """A params file beside params.yaml with dotted keys overridden."""
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    for key, value in overrides.items():
+        node = raw
+        *parents, last = key.split(".")
+        for part in parents:
+            node = node[part]
+        node[last] = value
+    path = project / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def run_stage(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "stages", *args], cwd=project, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **env},
+    )
+
+
+def one_line_exit_2(result: subprocess.CompletedProcess) -> str:
+    """The promise: exit 2, no traceback, exactly one `error:` line (returned)."""
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    return line
+
+
+# ----------------------------------------------------------------------------- 1. missing subset
+
+
+def test_subsets_are_senteval_fixed_lists():
+    assert list(load_sts_benchmark(SENTEVAL, "STS12")) == list(readers.STS_SUBSETS["STS12"])
+    assert list(readers.STS_SUBSETS) == ["STS12", "STS13", "STS14", "STS15", "STS16"]
+
+
+def test_missing_subset_file_is_an_error_naming_it(tmp_path):
+    shutil.copytree(SENTEVAL / "STS" / "STS12-en-test", tmp_path / "STS" / "STS12-en-test")
+    (tmp_path / "STS" / "STS12-en-test" / "STS.input.MSRpar.txt").unlink()
+    with pytest.raises(MalformedDataError, match=r"STS.input.MSRpar.txt does not exist"):
+        load_sts_benchmark(tmp_path, "STS12")
+
+
+def test_evaluate_stage_with_a_missing_subset_fails_instead_of_scoring(project):
+    subset = project / "data" / "raw" / "senteval" / "STS" / "STS12-en-test" / "STS.input.MSRpar.txt"
+    aside = project / "MSRpar.txt"
+    subset.rename(aside)
+    try:
+        line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone"))
+    finally:
+        aside.rename(subset)
+    assert "STS.input.MSRpar.txt does not exist" in line
+    assert not (project / "reports" / "metrics" / "backbone.json").exists()
+
+
+# ----------------------------------------------------------------------------- 2. NaN metrics
+
+
+def test_max_pairs_too_small_for_a_spearman_is_refused(tiny_params_dict):
+    tiny_params_dict["eval"]["max_pairs"] = 1
+    with pytest.raises(PipelineError, match=r"eval.max_pairs=1: .*100"):
+        parse_params(tiny_params_dict)
+
+
+def test_evaluate_stage_refuses_max_pairs_1(project):
+    line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone", "--params",
+                                     str(with_settings(project, "pairs", **{"eval.max_pairs": 1}))))
+    assert "eval.max_pairs=1" in line
+
+
+def test_a_non_finite_metric_is_an_error_naming_it_and_nothing_is_written(tmp_path):
+    path = tmp_path / "metrics.json"
+    with pytest.raises(PipelineError, match=r"metric STS12.subsets.MSRpar is not a finite number"):
+        sources.write_json_atomic(path, {"STS12": {"all": 50.0, "subsets": {"MSRpar": math.nan}}, "avg": 1.0})
+    assert not path.exists()
+    sources.write_json_atomic(path, {"avg": 1.0, "best": None})
+    assert json.loads(path.read_text()) == {"avg": 1.0, "best": None}
+
+
+def test_a_nan_dev_score_stops_model_selection(tmp_path):
+    class ConstantEmbedding:  # a degenerate model: every sentence the same vector, Spearman NaN
+        def embed(self, model, input_ids, attention_mask):
+            return torch.ones(len(input_ids), 4)
+
+    tokenizer = AutoTokenizer.from_pretrained(save_tiny_bert(tmp_path / "bert", seed=0, layers=1))
+    score = training_tasks.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64)
+    with pytest.raises(PipelineError, match=r"STS-B dev score is nan on 100 pairs"):
+        score(torch.nn.Identity())
+
+
+# ----------------------------------------------------------------------------- 3. zero steps
+
+
+def test_zero_optimizer_steps_is_an_error():
+    with pytest.raises(PipelineError, match=r"0 optimizer steps.*grad_accum=1000"):
+        training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=1000), "pretrain-I")
+    assert training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=2, max_steps=5)) == (31, 5)
+
+
+def test_pretrain_with_zero_steps_fails_before_loading_a_model(project):
+    # The backbone is moved away: the stage must stop on the step count before it would look for it.
+    backbone, aside = project / "data" / "backbone", project / "backbone-aside"
+    backbone.rename(aside)
+    try:
+        result = run_stage(project, "pretrain", "--tower", "I", "--params",
+                           str(with_settings(project, "accum", **{"pretrain.grad_accum": 1000, "pretrain.max_steps": None})))
+    finally:
+        aside.rename(backbone)
+    assert "0 optimizer steps" in one_line_exit_2(result)
+    assert not (project / "data" / "models").exists() and not (project / "reports" / "training").exists()
+
+
+def test_a_run_resumed_at_its_last_step_reports_the_checkpoints_final_loss(tmp_path):
+    backbone = save_tiny_bert(tmp_path / "backbone", seed=3)
+    lines = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:48]
+    examples = [(line,) for line in lines]
+    optim = OptimSettings(batch_size=8, max_length=24, max_steps=4, eval_every=100, save_every=2)
+    context = training.RunContext(torch.device("cpu"), None)
+
+    def run(task):
+        return training.train(task, examples, task.tokenizer, optim, 1e-3, tmp_path / "out", tmp_path / "ckpt", context, 7)
+
+    killed = training_tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24)
+    killed.save = lambda model, directory: (_ for _ in ()).throw(KeyboardInterrupt())  # killed after step 4's checkpoint
+    with pytest.raises(KeyboardInterrupt):
+        run(killed)
+    resumed = run(training_tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24))
+    assert resumed.resumed_from == 4 and resumed.steps == 4
+    assert math.isfinite(resumed.final_loss) and resumed.final_loss == resumed.history[-1]["loss"]
+
+
+# ----------------------------------------------------------------------------- 4. tracebacks
+
+
+@pytest.fixture
+def truncated_model(tmp_path) -> Path:
+    folder = save_tiny_bert(tmp_path / "truncated", seed=1)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    return folder
+
+
+def test_truncated_weights_are_one_line_from_the_one_loader(truncated_model):
+    with pytest.raises(PipelineError) as error:
+        modeling.load_backbone(truncated_model)
+    message = str(error.value)
+    assert str(truncated_model) in message and "SafetensorError" in message and "dvc repro" in message
+    assert "\n" not in message
+
+
+def test_evaluate_model_with_truncated_weights_exits_2(project, truncated_model, tmp_path):
+    output = tmp_path / "scores.json"
+    line = one_line_exit_2(run_stage(project, "evaluate", "--model", str(truncated_model), "--output", str(output)))
+    assert str(truncated_model) in line
+    assert not output.exists()
+
+
+def test_seed_out_of_range_is_refused(tiny_params_dict):
+    for seed in (-1, 2**32):
+        tiny_params_dict["seed"] = seed
+        with pytest.raises(PipelineError, match=rf"seed={seed}"):
+            parse_params(tiny_params_dict)
+
+
+def test_mteb_hub_tasks_offline_are_one_line(project):
+    result = run_stage(project, "evaluate", "--name", "backbone", "--params",
+                       str(with_settings(project, "mteb", **{"eval.mteb.enabled": True, "eval.mteb.local": False})))
+    line = one_line_exit_2(result)
+    assert "MTEB task STS17 could not be loaded" in line and "eval.mteb.local" in line
+
+
+def test_mteb_task_that_cannot_be_loaded_is_a_pipeline_error(monkeypatch):
+    (task,) = mteb_tasks.english_sts_tasks(["STS17"])
+
+    def unreachable(**kwargs):
+        raise ConnectionError("Couldn't reach 'mteb/sts17-crosslingual-sts' on the Hub (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(task, "load_data", unreachable)
+    with pytest.raises(PipelineError, match=r"MTEB task STS17 could not be loaded \(ConnectionError"):
+        mteb_tasks.load_task_data(task)
+
+
+# ----------------------------------------------------------------------------- 6. fingerprint
+
+
+def test_fingerprint_covers_the_dev_set_settings(tiny_params_dict):
+    params = parse_params(tiny_params_dict)
+
+    def fingerprint(**evaluation) -> str:
+        changed = params.model_copy(update={"eval": params.eval.model_copy(update=evaluation)})
+        return training_tasks.run_fingerprint(params.pretrain, 1e-5, changed, [("a sentence",)], [])
+
+    assert fingerprint() == fingerprint()
+    assert fingerprint(max_pairs=300) != fingerprint(max_pairs=100)
+    assert fingerprint(max_length=32) != fingerprint(max_length=64)
+
+
+# ----------------------------------------------------------------------------- 7. device
+
+
+def test_device_must_be_auto_cpu_or_cuda():
+    with pytest.raises(PipelineError, match=r"device 'gpu' is not one of auto, cpu, cuda"):
+        training.resolve_device("gpu")
+
+
+def test_evaluate_device_gpu_exits_2(project, tmp_path):
+    line = one_line_exit_2(run_stage(project, "evaluate", "--model", "data/backbone", "--device", "gpu",
+                                     "--output", str(tmp_path / "x.json")))
+    assert "'gpu'" in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal of device: cuda on a machine without CUDA")
+def test_device_cuda_is_checked_when_embeddings_are_cached(project):
+    first = run_stage(project, "evaluate", "--name", "backbone")  # fills the embedding cache
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert list((project / "data" / "cache" / "embeddings").glob("*.npz"))
+    metrics = project / "reports" / "metrics" / "backbone.json"
+    assert "NaN" not in metrics.read_text()
+    line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone", "--params",
+                                     str(with_settings(project, "cuda", device="cuda"))))
+    assert "device=cuda" in line
+
+
+# ----------------------------------------------------------------------------- 8. temp files
+
+
+def test_temporary_files_are_not_created_in_the_output_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tables = Path("reports") / "tables"
+    with sources.atomic_path(tables / "t.md") as temporary:
+        temporary.write_text("x")
+        assert list(tables.iterdir()) == []
+        assert temporary.resolve().parent == (tmp_path / ".tmp")
+    with sources.atomic_directory(Path("data") / "checkpoints" / "run" / "step-1") as folder:
+        (folder / "w").write_text("x")
+        assert list((tmp_path / "data" / "checkpoints" / "run").iterdir()) == []
+    assert (tables / "t.md").read_text() == "x" and (tmp_path / "data/checkpoints/run/step-1/w").is_file()
+    assert list((tmp_path / ".tmp").iterdir()) == []
+
+
+def test_leftovers_of_a_killed_write_are_swept_by_the_next_one(tmp_path):
+    code = (
+        "import time; from pathlib import Path; from pipeline.data.sources import atomic_path, atomic_directory\n"
+        "with atomic_path(Path('reports/tables/t.md')) as t, atomic_directory(Path('data/checkpoints/r/step-2')) as d:\n"
+        "    t.write_text('half'); (d / 'w').write_bytes(b'0' * 1000); print('ready', flush=True); time.sleep(60)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert process.stdout.readline().strip() == "ready"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert list((tmp_path / "reports" / "tables").iterdir()) == []
+    assert list((tmp_path / "data" / "checkpoints" / "r").iterdir()) == []
+    assert len(list((tmp_path / ".tmp").iterdir())) == 2  # the killed run's, outside every output folder
+    cwd = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        sources.write_text_atomic(Path("reports/other.txt"), "y")
+    finally:
+        os.chdir(cwd)
+    assert list((tmp_path / ".tmp").iterdir()) == []
+
+
+def test_directory_replacement_keeps_the_old_folder_until_the_new_one_is_in_place(tmp_path, monkeypatch):
+    destination = tmp_path / "model"
+    destination.mkdir()
+    (destination / "old.txt").write_text("old")
+    real_replace = os.replace
+
+    def failing_replace(source, target):
+        if Path(target) == destination and not Path(source).name.endswith(".old"):  # the new folder's move
+            raise OSError("disk full")
+        return real_replace(source, target)
+
+    monkeypatch.setattr(sources.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        with sources.atomic_directory(destination) as folder:
+            (folder / "new.txt").write_text("new")
+    assert (destination / "old.txt").read_text() == "old"
+    monkeypatch.setattr(sources.os, "replace", real_replace)
+    with sources.atomic_directory(destination) as folder:
+        (folder / "new.txt").write_text("new")
+    assert [path.name for path in destination.iterdir()] == ["new.txt"]
+
+
+# ----------------------------------------------------------------------------- 9. permissions
+
+
+def test_outputs_get_the_usual_umask_permissions(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        sources.write_text_atomic(tmp_path / "metrics.json", "{}")
+        with sources.atomic_directory(tmp_path / "model") as folder:
+            (folder / "w").write_text("x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "metrics.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "model").stat().st_mode & 0o777 == 0o755
