@@ -37,7 +37,7 @@ def command(
 
     from pipeline import paths
     from pipeline.paths import ANALYSIS
-    from pipeline.data.sources import write_json_atomic, write_text_atomic
+    from pipeline.data.sources import json_dumps_compact, write_json_atomic, write_text_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
@@ -95,7 +95,7 @@ def command(
 
     write_png("cosine_grid.png", cosine_grid_figure(grids, grid_bin_labels()))
     maps = {_tower_label(tower, models): data for tower, data in analysis.attention_maps().items()}
-    write_text_atomic(ANALYSIS / "attention_maps.json", json.dumps(maps, allow_nan=False) + "\n")
+    write_text_atomic(ANALYSIS / "attention_maps.json", json_dumps_compact(maps) + "\n")
     write_png("attention_maps.png", attention_map_figure(maps))
     joint = [tower for tower, _ in models["joint"]] if "joint" in models else None
     norm_towers = joint or [tower for tower, _ in models["backbone"]]

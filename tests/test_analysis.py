@@ -343,7 +343,7 @@ def test_stage_takes_alignment_and_uniformity_from_every_stsb_split(
     result = CliRunner().invoke(app, ["analyze"])
     assert result.exit_code == 0, result.output
     backbone = json.loads((tmp_path / "reports" / "analysis" / "backbone.json").read_text())
-    assert backbone["pairs"] == 40 and backbone["align_pairs"] > 8000  # train + dev + test, uncapped
+    assert backbone["pairs"] == 100 and backbone["align_pairs"] > 8000  # train + dev + test, uncapped
 
 
 def test_stage_needs_the_backbone(tmp_path, tiny_params_dict, mirror, monkeypatch):

@@ -150,9 +150,14 @@ def test_a_nan_dev_score_stops_model_selection(tmp_path):
 
 
 def test_zero_optimizer_steps_is_an_error():
+    # length_bucketed drops incomplete batches and steps, so a large grad_accum can leave none
+    bucketed = dict(sampling="length_bucketed", batch_size=16)
     with pytest.raises(PipelineError, match=r"0 optimizer steps.*grad_accum=1000"):
-        training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=1000), "pretrain-I")
-    assert training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=2, max_steps=5)) == (31, 5)
+        training.planned_steps(1000, OptimSettings(**bucketed, grad_accum=1000), "pretrain-I")
+    assert training.planned_steps(1000, OptimSettings(**bucketed, grad_accum=2, max_steps=5)) == (31, 5)
+    # random keeps the last partial batch and a last short step: 63 batches, one step of all of them
+    assert training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=1000)) == (1, 1)
+    assert training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=2, max_steps=5)) == (32, 5)
 
 
 def test_pretrain_with_zero_steps_fails_before_loading_a_model(project):
@@ -161,7 +166,8 @@ def test_pretrain_with_zero_steps_fails_before_loading_a_model(project):
     backbone.rename(aside)
     try:
         result = run_stage(project, "pretrain", "--tower", "I", "--params",
-                           str(with_settings(project, "accum", **{"pretrain.grad_accum": 1000, "pretrain.max_steps": None})))
+                           str(with_settings(project, "accum", **{"pretrain.grad_accum": 1000, "pretrain.max_steps": None,
+                                                                   "pretrain.sampling": "length_bucketed"})))
     finally:
         aside.rename(backbone)
     assert "0 optimizer steps" in one_line_exit_2(result)

@@ -139,6 +139,11 @@ def non_finite_keys(value: Any, key: str = "") -> list[str]:
     return []
 
 
+def json_dumps_compact(data: Any) -> str:
+    """JSON on one line, for large arrays (attention maps); NaN or infinity is an error."""
+    return json.dumps(data, allow_nan=False, separators=(",", ":"))
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """A metrics/results JSON file; a NaN or infinite number is an error naming it, never `NaN` in the file."""
     bad = non_finite_keys(data)

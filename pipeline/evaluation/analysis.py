@@ -299,7 +299,7 @@ def attention_map(encoder: torch.nn.Module, tokenizer, sentence: str = ATTENTION
     return {
         "sentence": sentence,
         "tokens": tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
-        "layers": [layer[0].double().mean(0).cpu().tolist() for layer in output.attentions],
+        "layers": [layer[0].double().mean(0).cpu().round(decimals=6).tolist() for layer in output.attentions],
     }
 
 
