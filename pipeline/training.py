@@ -467,14 +467,16 @@ def train(
 
 
 def write_training_report(result: TrainingResult, metrics_path: Path, curve_path: Path) -> None:
-    """DVC metrics (JSON) and plot data (CSV, one row per logged step)."""
+    """DVC metrics (JSON) and plot data (CSV, one row per logged step).
+
+    Only what the seed determines goes in: speed and memory vary from run to run, so they would
+    make a rerun's dvc.lock differ from the committed one; the stage's summary line prints them and
+    the benchmark (`bench`) measures them."""
     metrics = {
         "steps": result.steps,
         "best_dev_stsb": result.best_dev,
         "best_step": result.best_step,
         "final_loss": result.final_loss,
-        "steps_per_second": round(result.steps_per_second, 4),
-        "peak_memory_mb": round(result.peak_memory_mb, 1),
     }
     write_json_atomic(metrics_path, metrics)
     columns = sorted({key for row in result.history for key in row} - {"step"})
