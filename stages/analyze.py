@@ -87,13 +87,12 @@ def command(
     for label, rows in analysis.cosine_density_tables().items():
         write_csv(f"cosine_density_{label}.csv", rows)
     write_csv("cosine_grid.csv", analysis.cosine_grid_table())
-    grids = {name: {label: shares for label, shares in density.grid.items()} for name, density in analysis.densities.items()}
 
     def write_png(file: str, data: bytes) -> None:
         with atomic_path(ANALYSIS / file) as temporary:
             temporary.write_bytes(data)
 
-    write_png("cosine_grid.png", cosine_grid_figure(grids, grid_bin_labels()))
+    write_png("cosine_grid.png", cosine_grid_figure({name: density.grid for name, density in analysis.densities.items()}, grid_bin_labels()))
     maps = {_tower_label(tower, models): data for tower, data in analysis.attention_maps().items()}
     write_text_atomic(ANALYSIS / "attention_maps.json", json_dumps_compact(maps) + "\n")
     write_png("attention_maps.png", attention_map_figure(maps))

@@ -564,10 +564,10 @@ def analyze_models(
     gold = np.array([pair.score for pair in pairs], np.float64)
     positives = positive_pairs(align_pairs)
     towers = list(dict.fromkeys(tower for members in models.values() for tower, _ in members))
+    to_embed = list(dict.fromkeys(sentences + align_sentences))
     tables, layers = {}, {}
     for tower in towers:
         label = "/".join(Path(tower).parts[-2:])
-        to_embed = list(dict.fromkeys(sentences + align_sentences))
         tables[tower] = embed_sentences(make_embedder(tower), to_embed, batch_size, description=f"embed {label}")
         layers[tower] = analyze_layers(
             tower, sentences, max_length, batch_size, device, description=f"layers {label}", seq_len=seq_len
