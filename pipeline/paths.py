@@ -16,6 +16,7 @@ TRAINING_REPORTS = REPORTS / "training"
 METRICS = REPORTS / "metrics"
 ANALYSIS = REPORTS / "analysis"
 TABLES = REPORTS / "tables"
+BENCH = REPORTS / "bench.json"
 
 
 def rtt_file(tower: str) -> Path:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import typer
 
+from pipeline import paths
 from pipeline.config import DEVICES, load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "bench"
-DEFAULT_BACKBONE = Path("data/backbone")
+DEFAULT_BACKBONE = paths.BACKBONE
 
 
 def _with_mirror_fallback(path: Path, mirror: str | None, relative: str) -> Path:
@@ -35,10 +36,10 @@ def _with_mirror_fallback(path: Path, mirror: str | None, relative: str) -> Path
 def command(
     scale: str | None = typer.Option(None, "--scale", help="tiny or paper (grid and sizes); default: params.yaml scale"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
-    output: Path = typer.Option(Path("reports/bench.json"), "--output", help="where the JSON goes"),
+    output: Path = typer.Option(paths.BENCH, "--output", help="where the JSON goes"),
     backbone: Path = typer.Option(DEFAULT_BACKBONE, "--backbone", help="model folder to time"),
-    corpus: Path = typer.Option(Path("data/raw/corpus.txt"), "--corpus", help="training sentences, one per line"),
-    senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout STS data folder"),
+    corpus: Path = typer.Option(paths.CORPUS, "--corpus", help="training sentences, one per line"),
+    senteval: Path = typer.Option(paths.SENTEVAL, "--senteval", help="SentEval-layout STS data folder"),
     quick: bool = typer.Option(False, "--quick", hidden=True, help="a one-point grid, one repeat (tests)"),
     params: Path = ParamsOption,
 ) -> None:
@@ -59,11 +60,11 @@ def command(
     configured = backbone if requested == settings.scale or backbone != DEFAULT_BACKBONE else None
     results = run_benchmarks(
         grid,
+        settings,
         device=device,
         backbone_dir=configured,
         corpus=_with_mirror_fallback(corpus, mirror, "wiki1m/wiki1m_for_simcse.head.txt"),
         senteval=_with_mirror_fallback(senteval, mirror, "senteval"),
-        params=settings,
     )
     write_text_atomic(output, json.dumps(results, indent=2) + "\n")
     typer.echo(format_summary_table(results))

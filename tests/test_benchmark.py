@@ -1,6 +1,7 @@
 """The bench stage's library: the released-code baseline equals the pipeline's losses, the whole
-run returns finite numbers under the expected keys, and the stage writes its JSON. No timing
-assertions: the numbers depend on the machine."""
+run returns finite numbers under the expected keys, its counts equal counts made independently
+here, its ratios are the ratios of its timings, the README's figures are rendered from the JSON,
+and the stage writes its JSON. No assertions on speed: the numbers depend on the machine."""
 
 import json
 import math
@@ -9,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 import typer
+import yaml
 from transformers import AutoTokenizer
 from typer.testing import CliRunner
 
@@ -20,19 +22,22 @@ from pipeline.benchmark import (
     joint_loss_check,
     looped_ictn,
     looped_tensor_norm_loss,
+    looped_twin_loss,
     pad_to_length,
     run_benchmarks,
     summarize,
     time_repeats,
     typical_batch,
 )
+from pipeline.benchmark.readme import readme_block, render_readme_section
 from pipeline.config import TrainSettings, parse_params
+from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError
 from pipeline.training import RunContext
 from pipeline.training_tasks import TwinTask
 from stages import bench
 
-from conftest import MIRROR
+from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert
 
 CPU = RunContext(torch.device("cpu"), None)
@@ -90,6 +95,10 @@ def test_padded_looped_joint_loss_equals_the_dynamic_vectorised_one(backbone, se
     assert check["abs_diff"] < 1e-5, check
     assert check["ictn_looped_vs_vectorised_abs_diff"] < 1e-6
     assert task.model.training  # the check restores the mode
+    ictn = losses.ictn
+    looped = looped_twin_loss(task, task.model.eval(), batch.padded(), 0)
+    assert losses.ictn is ictn  # the looped kernel is swapped in only for the call
+    assert set(looped) == set(task.loss(task.model, batch.dynamic(), 0))  # the task's own terms
 
 
 def test_time_repeats_summarises_the_timed_calls():
@@ -114,13 +123,38 @@ def _finite_numbers(value, path="") -> list[str]:
     return []
 
 
-def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dict):
-    params = parse_params(tiny_params_dict)
-    results = run_benchmarks(QUICK, device="cpu", backbone_dir=backbone, corpus=sentences, senteval=SENTEVAL,
-                             params=params, show_progress=False)
+TIMING_KEYS = {"median", "min", "max", "iqr", "repeats", "cpu_median"}
+STEP_KEYS = {"steps_per_s", "tokens_per_s", "sentences_per_s", "step_seconds", "padded_width",
+             "epoch_mean_padded_width", "real_tokens", "real_tokens_per_sentence", "peak_memory_mb"}
+TOP_KEYS = {"scale", "device", "precision", "created", "command", "machine", "backbone", "settings", *SECTIONS,
+            "section_seconds", "summary", "wall_seconds", "notes"}
+EVAL_VARIANT_KEYS = {"sentences_per_s", "seconds", "batches", "padded_tokens", "peak_memory_mb"}
+
+
+def _token_count(tokenizer, sentences, max_length: int) -> list[int]:
+    return [len(tokenizer(sentence, truncation=True, max_length=max_length)["input_ids"]) for sentence in sentences]
+
+
+def _padded_tokens(lengths: list[int], batch_size: int) -> tuple[int, int]:
+    """(padded tokens, batches) of `lengths` cut into batches in this order, each padded to its longest."""
+    batches = [lengths[start : start + batch_size] for start in range(0, len(lengths), batch_size)]
+    return sum(max(batch) * len(batch) for batch in batches), len(batches)
+
+
+@pytest.fixture(scope="module")
+def quick_run(backbone, sentences):
+    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = parse_params({**raw, "data": {**raw["data"], "mirror": str(MIRROR)}})
+    results = run_benchmarks(QUICK, params, device="cpu", backbone_dir=backbone, corpus=sentences, senteval=SENTEVAL,
+                             show_progress=False)
+    return params, results
+
+
+def test_run_benchmarks_on_a_one_point_grid(quick_run):
+    params, results = quick_run
     json.dumps(results)  # JSON-ready
     assert not _finite_numbers(results)
-    assert {"machine", "backbone", "settings", "summary", "wall_seconds", *SECTIONS} <= set(results)
+    assert set(results) == TOP_KEYS
     sections = results["section_seconds"]
     rounding = 0.05 * (len(sections) + 1)  # each section and the wall time are rounded to 0.1 s
     assert set(sections) == set(SECTIONS) and sum(sections.values()) <= results["wall_seconds"] + rounding
@@ -129,35 +163,84 @@ def test_run_benchmarks_on_a_one_point_grid(backbone, sentences, tiny_params_dic
     assert set(results["training"]) == set(TRAINING_STAGES)
     for stage in TRAINING_STAGES:
         record = results["training"][stage]["b4_l16"]
-        assert record["steps_per_s"] > 0 and record["tokens_per_s"] > 0 and record["peak_memory_mb"] > 0
-        assert set(record["step_seconds"]) == {"median", "min", "max", "iqr", "repeats", "cpu_median"}
+        assert set(record) == STEP_KEYS and set(record["step_seconds"]) == TIMING_KEYS
+        median = record["step_seconds"]["median"]
+        assert record["steps_per_s"] == pytest.approx(1 / median, rel=1e-3)
+        assert record["tokens_per_s"] == pytest.approx(record["real_tokens"] / median, rel=1e-3)
+        assert record["peak_memory_mb"] > 0
     joint = results["joint_padding"]
     assert set(joint["variants"]) == {"dynamic_vectorised", "padded_looped", "dynamic_looped", "padded_vectorised"}
-    assert joint["speedup"] > 0 and joint["loss"]["abs_diff"] < 1e-5
+    medians = {name: record["step_seconds"]["median"] for name, record in joint["variants"].items()}
+    assert joint["speedup"] == pytest.approx(medians["padded_looped"] / medians["dynamic_vectorised"], rel=1e-3)
+    assert joint["speedup_from_dynamic_padding"] == pytest.approx(
+        medians["padded_vectorised"] / medians["dynamic_vectorised"], rel=1e-3)
+    assert joint["variants"]["padded_looped"]["padded_width"] == 16  # the released code pads to max_length
+    assert joint["loss"]["abs_diff"] < 1e-5
     evaluation = results["evaluation"]
     assert evaluation["sentences"] == 2 * 4 * len(params.eval.tasks)
-    assert evaluation["speedup"] > 0 and evaluation["evaluator"]["unique_sentences"] <= evaluation["sentences"]
-    assert evaluation["real_tokens_unique"] <= evaluation["evaluator"]["padded_tokens"] <= evaluation["naive"]["padded_tokens"]
     assert {"evaluator", "evaluator_stock_forward", "naive"} <= set(evaluation)
-    assert evaluation["speedup_from_batching"] > 0 and evaluation["speedup_from_cls_only_last_layer"] > 0
+    seconds = {name: evaluation[name]["seconds"]["median"] for name in ("evaluator", "evaluator_stock_forward", "naive")}
+    assert evaluation["speedup"] == pytest.approx(seconds["naive"] / seconds["evaluator"], rel=1e-3)
+    assert evaluation["speedup_from_batching"] == pytest.approx(seconds["naive"] / seconds["evaluator_stock_forward"], rel=1e-3)
     assert evaluation["max_abs_embedding_diff"] < 1e-4  # same embeddings whichever way they are computed
     translation = results["translation"]
-    assert translation["cache_hits_per_s"]["median"] > 0 and translation["google_loopback_requests_per_s"]["median"] > 0
-    assert "joint_speedup_dynamic_vectorised_vs_padded_looped" in results["summary"]
+    assert translation["sentences"] == QUICK.translation_sentences and translation["google_loopback_requests"] >= 1
+    assert set(translation["cache_hits_per_s"]) == {"median", "min", "max", "iqr", "repeats"}
+    summary = results["summary"]
+    assert summary["joint_speedup_dynamic_vectorised_vs_padded_looped"] == joint["speedup"]
+    assert summary["pretrain_steps_per_s_b4_l16"] == results["training"]["pretrain"]["b4_l16"]["steps_per_s"]
 
 
-def test_a_cael_above_the_layer_count_is_skipped(tmp_path, sentences):
+def test_training_counts_the_real_tokens_of_the_timed_batch(quick_run, backbone, sentences):
+    params, results = quick_run
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    batch = typical_batch(tokenizer, sentences, 4, 16, params.seed, torch.device("cpu"))
+    real = sum(_token_count(tokenizer, batch.sentences, 16))  # counted here, not by the benchmark
+    assert batch.real_tokens == real == int(batch.padded()[0]["attention_mask"].sum())
+    assert batch.width == max(_token_count(tokenizer, batch.sentences, 16))
+    for stage in TRAINING_STAGES:
+        record = results["training"][stage]["b4_l16"]
+        assert record["real_tokens"] == real and record["padded_width"] == batch.width
+        assert record["real_tokens_per_sentence"] == round(real / 4, 2)
+
+
+def test_evaluation_counts_the_tokens_each_batching_feeds(quick_run, backbone):
+    params, results = quick_run
+    evaluation = results["evaluation"]
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    sentences = [sentence for task in load_tasks(SENTEVAL, params.eval.tasks, QUICK.eval_max_pairs) for sentence in task.sentences]
+    length = dict(zip(sentences, _token_count(tokenizer, sentences, params.eval.max_length)))
+    unique = sorted(set(sentences), key=lambda sentence: (-length[sentence], sentence))  # the evaluator's order
+    assert evaluation["evaluator"]["unique_sentences"] == len(unique)
+    assert evaluation["real_tokens_unique"] == sum(length[sentence] for sentence in unique)
+    batch_size = params.eval.batch_size
+    padded, batches = _padded_tokens([length[sentence] for sentence in unique], batch_size)
+    assert (evaluation["evaluator"]["padded_tokens"], evaluation["evaluator"]["batches"]) == (padded, batches)
+    padded, batches = _padded_tokens([length[sentence] for sentence in sentences], batch_size)
+    assert (evaluation["naive"]["padded_tokens"], evaluation["naive"]["batches"]) == (padded, batches)
+
+
+def test_the_readme_figures_are_rendered_from_the_committed_json():
+    results = json.loads((REPO_ROOT / "reports" / "bench.json").read_text())
+    assert readme_block((REPO_ROOT / "README.md").read_text()) == render_readme_section(results)
+    changed = json.loads(json.dumps(results))
+    changed["joint_padding"]["speedup"] = 9.876
+    assert "**9.88×**" in render_readme_section(changed) and "**9.88×**" not in render_readme_section(results)
+
+
+def test_a_cael_above_the_layer_count_is_skipped(tmp_path, sentences, tiny_params_dict):
+    params = parse_params(tiny_params_dict)
     two_layers = save_tiny_bert(tmp_path / "two", seed=1, layers=2)
     scale = replace(QUICK, stages=("jtcse-6", "jtcse-2-mean"))
-    results = run_benchmarks(scale, device="cpu", backbone_dir=two_layers, corpus=sentences, sections=("training",),
+    results = run_benchmarks(scale, params, device="cpu", backbone_dir=two_layers, corpus=sentences, sections=("training",),
                              show_progress=False)
     assert "is more than the 2 encoder layers" in results["training"]["jtcse-6"]["skipped"]
     assert results["training"]["jtcse-2-mean"]["cross_mode"] == "side"
     assert results["training"]["jtcse-2-mean"]["cross_outputs"] == "mean"
     assert results["training"]["jtcse-2-mean"]["b4_l16"]["steps_per_s"] > 0
     with pytest.raises(PipelineError, match="jtcse-x"):
-        run_benchmarks(replace(QUICK, stages=("jtcse-x",)), device="cpu", backbone_dir=two_layers, corpus=sentences,
-                       sections=("training",), show_progress=False)
+        run_benchmarks(replace(QUICK, stages=("jtcse-x",)), params, device="cpu", backbone_dir=two_layers,
+                       corpus=sentences, sections=("training",), show_progress=False)
 
 
 def test_the_stage_writes_the_json(tmp_path, monkeypatch, tiny_params_dict, sentences):

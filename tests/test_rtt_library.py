@@ -7,11 +7,11 @@ from urllib.parse import quote_plus
 
 import pytest
 
+from pipeline.benchmark.loopback import LoopbackGoogle, loopback_translation
+from pipeline.benchmark.translation import benchmark_translation
 from pipeline.config import RttSettings
 from pipeline.errors import PipelineError
 from pipeline.rtt import ApertiumBackend, Leg, TranslationCache, make_translator, normalize, pack, round_trip
-from pipeline.rtt.bench import benchmark_translation
-from pipeline.rtt.loopback import LoopbackGoogle, loopback_translation
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,7 @@
-"""A stand-in for Google Translate's web endpoint on 127.0.0.1, for tests and the benchmark.
+"""A stand-in for Google Translate's web endpoint on 127.0.0.1.
+
+Only the tests and the benchmark's translation section (`pipeline.benchmark.translation`) use it:
+no stage translates through it, which is why it lives here and not in `pipeline.rtt`.
 
 It answers `GET /m?sl=…&tl=…&q=…` the way translate.google.com/m answers deep-translator: an
 HTML page whose `<div class="result-container">` holds the translation. Its "translation" is

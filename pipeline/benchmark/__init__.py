@@ -1,0 +1,65 @@
+"""Throughput and memory of the pipeline on the current machine (the `bench` stage, issue 8).
+
+What is measured, each several times (median, min, max and interquartile range of the seconds),
+one module per section, all reading one `BenchInputs` (`inputs`):
+
+- `training_grid`: one optimizer step (forward, loss, backward, AdamW) of every training stage —
+  `pretrain` (SimCSE), `tncse` (twin, cael 0), `jtcse-1` / `-3` / `-6` (twin with 1 / 3 / 6 CAELs) and
+  `distill` (student + frozen two-tower teacher) — through the stages' own tasks
+  (`pipeline.training_tasks`) on a batch made as the training loop makes it (`tokenize_columns`,
+  `epoch_batches`, `pad_batch`; of its full batches, the one of median padded width), for a grid
+  of batch sizes and maximum lengths; steps/s, real (non-padding) tokens/s, peak memory;
+- `baseline`: the joint step of the released code — the batch padded to the maximum length and the
+  tensor-norm loss computed sample by sample in a Python loop — against dynamic padding and the
+  vectorised loss, on the same batch, in alternating rounds so that background load hits both
+  alike; the speed ratio and the two losses (dropout off);
+- `evaluation`: sentences/s of the STS evaluator (`embed_sentences`: deduplicated batches sorted
+  by token count) and of a naive loop over the same sentences in file order;
+- `translation`: cache hits/s, Apertium sentences/s, packed requests/s against the `loopback`
+  Google stand-in;
+- `run`: the machine (CPUs, GPU, library versions, load average at start and end) and the whole run;
+  `summary`: the headline figures and the printed table; `readme`: the README's figures, rendered
+  from the JSON. `timing` holds the clocks and the peak-memory probe (on CUDA the step runs under
+  bf16 autocast as in training, `RunContext`).
+
+    results = run_benchmarks("tiny", load_params(), device="auto", backbone_dir=Path("data/backbone"),
+                             corpus=Path("data/raw/corpus.txt"), senteval=Path("data/raw/senteval"))
+    print(format_summary_table(results))
+"""
+
+from pipeline.benchmark.baseline import (
+    joint_loss_check,
+    looped_ictn,
+    looped_tensor_norm_loss,
+    looped_twin_loss,
+    pad_to_length,
+)
+from pipeline.benchmark.inputs import BenchInputs, TypicalBatch, typical_batch
+from pipeline.benchmark.run import machine_facts, run_benchmarks
+from pipeline.benchmark.scales import QUICK, SCALES, SECTIONS, TRAINING_STAGES, BenchScale, bench_scale
+from pipeline.benchmark.summary import format_summary_table, headline
+from pipeline.benchmark.timing import summarize, time_interleaved, time_repeats
+
+__all__ = [
+    "QUICK",
+    "SCALES",
+    "SECTIONS",
+    "TRAINING_STAGES",
+    "BenchInputs",
+    "BenchScale",
+    "TypicalBatch",
+    "bench_scale",
+    "format_summary_table",
+    "headline",
+    "joint_loss_check",
+    "looped_ictn",
+    "looped_tensor_norm_loss",
+    "looped_twin_loss",
+    "machine_facts",
+    "pad_to_length",
+    "run_benchmarks",
+    "summarize",
+    "time_interleaved",
+    "time_repeats",
+    "typical_batch",
+]

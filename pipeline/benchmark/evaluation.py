@@ -1,0 +1,165 @@
+"""Evaluation throughput: sentences/s of the STS evaluator against a naive loop, on the same model
+and sentences, with the padded tokens each batching feeds the model."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from pipeline.benchmark.inputs import BenchInputs
+from pipeline.benchmark.timing import free_memory, public, synchronizer, time_interleaved
+from pipeline.errors import PipelineError
+
+log = logging.getLogger(__name__)
+
+
+class _TokenCounter:
+    """An embedder that only counts the padded and real tokens a batching feeds the model. Its token
+    lengths are the evaluator's own (`HFEmbedder.token_lengths`), so `embed_sentences` batches it alike."""
+
+    def __init__(self, embedder):
+        self.token_lengths = embedder.token_lengths
+        self.padded = self.real = self.batches = 0
+
+    def __call__(self, sentences: list[str]) -> np.ndarray:
+        lengths = self.token_lengths(sentences)
+        self.padded += max(lengths) * len(lengths)
+        self.real += sum(lengths)
+        self.batches += 1
+        return np.zeros((len(sentences), 1), dtype=np.float32)
+
+
+def naive_embed(embedder, sentences: Sequence[str], batch_size: int) -> np.ndarray:
+    """The naive loop: every sentence, duplicates included, in the given order, `batch_size` at a time."""
+    from pipeline.evaluation.sts import as_array
+
+    with torch.inference_mode():
+        return np.concatenate([as_array(embedder(list(sentences[start : start + batch_size])))
+                               for start in range(0, len(sentences), batch_size)])
+
+
+@contextmanager
+def _quiet_evaluator():
+    """The evaluator logs one line per pass, which would drown the benchmark's own."""
+    sts_logger = logging.getLogger("pipeline.evaluation.sts")
+    level = sts_logger.level
+    sts_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        sts_logger.setLevel(level)
+
+
+def load_bench_tasks(inputs: BenchInputs):
+    """The configured STS tasks, first `eval_max_pairs` pairs of each."""
+    from pipeline.evaluation.sts import load_tasks
+
+    senteval = inputs.senteval
+    if senteval is None or not Path(senteval).is_dir():
+        raise PipelineError(f"SentEval data folder {senteval} does not exist; run `dvc repro download` or pass --senteval DIR")
+    return load_tasks(senteval, inputs.params.eval.tasks, inputs.scale.eval_max_pairs)
+
+
+def _time_variants(embedder, stock, sentences: list[str], batch_size: int, inputs: BenchInputs) -> tuple[dict, dict]:
+    """(timings, the evaluator's and the naive loop's last embeddings) of the three variants."""
+    from pipeline.evaluation.sts import embed_sentences
+
+    outputs: dict = {}  # each variant's last result, to compare the embeddings without another pass
+
+    def kept(name: str, function: Callable[[], object]) -> Callable[[], None]:
+        return lambda: outputs.__setitem__(name, function())
+
+    variants = {
+        "evaluator": kept("evaluator", lambda: embed_sentences(embedder, sentences, batch_size, description="bench evaluator")),
+        "evaluator_stock_forward": lambda: embed_sentences(stock, sentences, batch_size, description="bench stock"),
+        "naive": kept("naive", lambda: naive_embed(stock, sentences, batch_size)),
+    }
+    device = inputs.context.device
+    timings = time_interleaved(variants, inputs.scale.eval_repeats, warmup=0, synchronize=synchronizer(device), device=device)
+    return timings, outputs
+
+
+def _count_tokens(embedder, sentences: list[str], batch_size: int) -> dict[str, _TokenCounter]:
+    """The tokens each variant's batching feeds the model (a tokenizer-only pass of each)."""
+    from pipeline.evaluation.sts import embed_sentences
+
+    evaluator, naive = _TokenCounter(embedder), _TokenCounter(embedder)
+    embed_sentences(evaluator, sentences, batch_size, description="count tokens")
+    naive_embed(naive, sentences, batch_size)
+    return {"evaluator": evaluator, "evaluator_stock_forward": evaluator, "naive": naive}
+
+
+def _evaluation_result(timings: dict, counts: dict, sentences: list[str], tasks, difference: float,
+                       inputs: BenchInputs) -> dict:
+    records = {name: {
+        "sentences_per_s": round(len(sentences) / timing["median"], 1),
+        "seconds": public(timing),
+        "batches": counts[name].batches,
+        "padded_tokens": counts[name].padded,
+        "peak_memory_mb": round(timing["peak_memory_mb"], 1),
+    } for name, timing in timings.items()}
+    records["evaluator"]["unique_sentences"] = len(set(sentences))
+
+    def ratio(slow: str, fast: str) -> float:
+        return round(timings[slow]["median"] / timings[fast]["median"], 3)
+
+    settings = inputs.params.eval
+    return {
+        "sentences": len(sentences),
+        "tasks": [task.name for task in tasks],
+        "batch_size": settings.batch_size,
+        "max_length": settings.max_length,
+        "pooler": settings.pooler,
+        **records,
+        "speedup": ratio("naive", "evaluator"),
+        "speedup_from_batching": ratio("naive", "evaluator_stock_forward"),
+        "speedup_from_cls_only_last_layer": ratio("evaluator_stock_forward", "evaluator"),
+        "real_tokens_unique": counts["evaluator"].real,
+        "max_abs_embedding_diff": difference,
+        "max_pairs": inputs.scale.eval_max_pairs,
+    }
+
+
+def bench_evaluation(inputs: BenchInputs) -> dict:
+    """Sentences/s of the STS evaluator and of the naive loop on the same model and sentences.
+
+    The sentences are every sentence of every pair of the tasks (duplicates included, the order of
+    the files); each variant produces an embedding for each:
+    - `evaluator`: `embed_sentences` as the pipeline runs it (unique sentences in batches sorted by
+      token count, the last layer computed for [CLS] only when the pooler reads [CLS]);
+    - `evaluator_stock_forward`: the same batches through the stock Hugging Face forward, which
+      splits the gain between batching and the [CLS]-only last layer;
+    - `naive`: the stock forward over `batch_size` sentences at a time in file order.
+    sentences_per_s counts the input sentences for all, so `speedup` is the ratio of the times.
+    Warm-up: one batch through each model. The evaluator's embeddings are compared with the naive ones.
+    """
+    from pipeline.evaluation.embedder import HFEmbedder
+
+    tasks = load_bench_tasks(inputs)
+    sentences = [sentence for task in tasks for sentence in task.sentences]
+    if not sentences:
+        raise PipelineError("the STS tasks have no sentences to embed")
+    settings, device = inputs.params.eval, inputs.context.device.type
+    embedder = HFEmbedder(inputs.backbone, settings.pooler, settings.max_length, settings.batch_size, device)
+    stock = HFEmbedder(inputs.backbone, settings.pooler, settings.max_length, settings.batch_size, device,
+                       cls_only_last_layer=False)
+    inputs.step("bench evaluation")
+    for model in (embedder, stock):
+        model(sentences[: settings.batch_size])  # warm-up
+    with _quiet_evaluator():
+        timings, outputs = _time_variants(embedder, stock, sentences, settings.batch_size, inputs)
+        counts = _count_tokens(embedder, sentences, settings.batch_size)
+    difference = float(np.abs(outputs["evaluator"].lookup(sentences) - outputs["naive"]).max())
+    result = _evaluation_result(timings, counts, sentences, tasks, difference, inputs)
+    log.info("bench evaluation: evaluator %.0f sentences/s, naive %.0f sentences/s (%.2fx; batching %.2fx, [CLS]-only last layer %.2fx)",
+             result["evaluator"]["sentences_per_s"], result["naive"]["sentences_per_s"], result["speedup"],
+             result["speedup_from_batching"], result["speedup_from_cls_only_last_layer"])
+    inputs.step(done=1)
+    del embedder, stock
+    free_memory(inputs.context.device)
+    return result
