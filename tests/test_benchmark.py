@@ -77,6 +77,24 @@ def test_looped_loss_has_the_same_gradient():
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_the_baseline_runs_the_looped_kernel_inside_the_tasks_own_loss(backbone, sentences, monkeypatch):
+    from pipeline.benchmark import baseline
+
+    calls = []
+    looped = baseline.looped_tensor_norm_loss
+    monkeypatch.setattr(baseline, "looped_tensor_norm_loss", lambda *args: calls.append(1) or looped(*args))
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    task = TwinTask((backbone, backbone), tokenizer, TrainSettings(dropout=0.0, batch_size=4, max_length=16), seed=1)
+    batch = typical_batch(tokenizer, sentences, 4, 16, seed=1, device=torch.device("cpu"))
+    with torch.no_grad():
+        terms = looped_twin_loss(task, task.model, batch.padded(), 3)
+        assert len(calls) == 2  # ICTN both ways, through TwinTask.loss's own wiring
+        vectorised = task.loss(task.model, batch.dynamic(), 3)
+    assert len(calls) == 2  # outside the baseline the vectorised kernel runs
+    assert set(terms) == set(vectorised)
+    torch.testing.assert_close(terms["loss"], vectorised["loss"], rtol=0, atol=1e-5)
+
+
 def test_pad_to_length_pads_every_row_to_the_length():
     batch = pad_to_length([[2, 7, 3], [2, 3]], 0, torch.device("cpu"), 6)
     assert batch["input_ids"].tolist() == [[2, 7, 3, 0, 0, 0], [2, 3, 0, 0, 0, 0]]
