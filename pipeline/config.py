@@ -189,7 +189,7 @@ class AnalysisSettings(Section):
 
 
 class Params(Section):
-    scale: Literal["tiny", "paper"]
+    scale: Literal["tiny", "small", "paper"]
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
     device: Literal[DEVICES] = "auto"  # type: ignore[valid-type]
     data: DataSettings

@@ -2,6 +2,10 @@
 
 from pathlib import Path
 
+# A queued `dvc exp run` runs the stages in a temporary copy of the workspace at
+# <workspace>/.dvc/tmp/exps/<...>; settings that name paths outside the project mean the same there.
+EXPERIMENT_COPY = (".dvc", "tmp", "exps")
+
 DATA = Path("data")
 RAW = DATA / "raw"
 CORPUS = RAW / "corpus.txt"
@@ -37,3 +41,19 @@ def joint_model() -> Path:
 
 def student(teacher: str) -> Path:
     return MODELS / "distill" / teacher
+
+
+def workspace_root(cwd: Path | None = None) -> Path:
+    """The workspace the stages run for: the current folder, or the one that queued this experiment."""
+    cwd = (cwd or Path.cwd()).resolve()
+    parts = cwd.parts
+    for start in range(len(parts) - len(EXPERIMENT_COPY) + 1):
+        if parts[start : start + len(EXPERIMENT_COPY)] == EXPERIMENT_COPY:
+            return Path(*parts[:start])
+    return cwd
+
+
+def setting_path(value: str | Path, cwd: Path | None = None) -> Path:
+    """A path given in params.yaml: absolute as is, relative to the workspace root (see `workspace_root`)."""
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else workspace_root(cwd) / path

@@ -139,3 +139,17 @@ def test_sick_splits_choose_the_sick_files_that_join_the_corpus(tmp_path, tiny_p
         test_only = sentences("SICK_test_annotated.txt") - sentences("SICK_train.txt") - sentences("SICK_trial.txt")
         assert bool(test_only & corpus) == ("test" in splits)
     assert sizes[3] > sizes[2]
+
+
+def test_a_relative_mirror_means_the_same_folder_inside_a_queued_experiments_copy(tmp_path):
+    """`dvc exp run --queue` runs stages in <workspace>/.dvc/tmp/exps/run/<id>/: ../shared/data
+    there must still be the workspace's ../shared/data."""
+    from pipeline.paths import setting_path, workspace_root
+
+    workspace = tmp_path / "repo"
+    copy = workspace / ".dvc" / "tmp" / "exps" / "run" / "abc123"
+    copy.mkdir(parents=True)
+    assert workspace_root(copy) == workspace.resolve()
+    assert setting_path("../shared/data", copy) == workspace.resolve() / "../shared/data"
+    assert setting_path("../shared/data", workspace) == workspace.resolve() / "../shared/data"
+    assert setting_path(tmp_path / "abs", copy) == tmp_path / "abs"

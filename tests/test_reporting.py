@@ -359,3 +359,8 @@ def test_transcribed_averages_are_the_means_of_their_rows():
                     mean = sum(row.paper[part] for part in parts) / len(parts)
                     if (table_id, row.label) not in misprinted:
                         assert mean == pytest.approx(row.paper[average], abs=0.015), f"{table_id} / {row.label}"
+
+
+def test_small_scale_tables_say_they_are_not_paper_scale():
+    table = build_table(TABLES, "tncse-sts-bert", source_with({}, baseline_params() | {"scale": "small"}))
+    assert table.scale_line.startswith("SMALL SCALE, NOT A PAPER-SCALE RESULT: minilm stands in for BERT-base")

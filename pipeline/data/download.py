@@ -21,6 +21,7 @@ from pipeline.config import Params
 from pipeline.data.readers import read_sick
 from pipeline.data.sources import Mirror, atomic_directory, fetch_backbone, fetch_hub_file, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
+from pipeline.paths import setting_path
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def build_corpus(wiki: list[str], sick: list[str]) -> list[str]:
 def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
     mirror = None
     if params.data.mirror is not None:
-        mirror_root = Path(params.data.mirror)
+        mirror_root = setting_path(params.data.mirror)  # a queued experiment's copy reads the same mirror
         if not mirror_root.is_dir():
             raise PipelineError(
                 f"data.mirror={params.data.mirror!r} is not a folder; point it at a mirror laid out like "

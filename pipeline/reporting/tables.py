@@ -149,6 +149,11 @@ def scale_line(spec: TableSpec, params: dict[str, Any]) -> str:
             f"{params['data']['wiki']['limit']} Wiki1M lines, {params['train']['max_steps']} twin training steps, "
             f"at most {params['eval']['max_pairs']} pairs per benchmark."
         )
+    if params["scale"] == "small":
+        return (
+            f"SMALL SCALE, NOT A PAPER-SCALE RESULT: {backbone} stands in for {BACKBONE_NAMES[spec.backbone]}, "
+            "the mirror's Wiki1M sample with Apertium round trips, one epoch per stage, full benchmarks."
+        )
     return f"Paper scale: {BACKBONE_NAMES[spec.backbone]}, the papers' settings (params.yaml, scale: paper)."
 
 
