@@ -181,14 +181,14 @@ def bench_joint_padding(inputs: BenchInputs) -> dict:
     model = task.model.to(context.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=task.settings.mode_lr)
     batch = inputs.batch(scale.joint_batch_size, scale.joint_max_length)
-    inputs.step(f"bench joint padding b{scale.joint_batch_size}_l{scale.joint_max_length}")
+    inputs.advance(f"bench joint padding b{scale.joint_batch_size}_l{scale.joint_max_length}")
     loss = joint_loss_check(task, model, batch, context)
     functions = _variant_steps(task, model, optimizer, batch, context, variants)
     timings = time_interleaved(functions, scale.repeats, scale.warmup, synchronizer(context.device), context.device)
     result = _joint_result(timings, batch, task.settings.cael, loss)
     log.info("bench joint padding: dynamic+vectorised %.2fx faster than padded+looped, |Δloss| %.2e",
              result["speedup"], loss["abs_diff"])
-    inputs.step(done=1)
+    inputs.advance(done=1)
     del task, model, optimizer
     free_memory(context.device)
     return result

@@ -148,7 +148,7 @@ def bench_evaluation(inputs: BenchInputs) -> dict:
     embedder = HFEmbedder(inputs.backbone, settings.pooler, settings.max_length, settings.batch_size, device)
     stock = HFEmbedder(inputs.backbone, settings.pooler, settings.max_length, settings.batch_size, device,
                        cls_only_last_layer=False)
-    inputs.step("bench evaluation")
+    inputs.advance("bench evaluation")
     for model in (embedder, stock):
         model(sentences[: settings.batch_size])  # warm-up
     with _quiet_evaluator():
@@ -159,7 +159,7 @@ def bench_evaluation(inputs: BenchInputs) -> dict:
     log.info("bench evaluation: evaluator %.0f sentences/s, naive %.0f sentences/s (%.2fx; batching %.2fx, [CLS]-only last layer %.2fx)",
              result["evaluator"]["sentences_per_s"], result["naive"]["sentences_per_s"], result["speedup"],
              result["speedup_from_batching"], result["speedup_from_cls_only_last_layer"])
-    inputs.step(done=1)
+    inputs.advance(done=1)
     del embedder, stock
     free_memory(inputs.context.device)
     return result

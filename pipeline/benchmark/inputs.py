@@ -91,7 +91,7 @@ class BenchInputs:
         return typical_batch(self.tokenizer, self.sentences, batch_size, max_length, self.params.seed,
                              self.context.device, self._token_cache)
 
-    def step(self, description: str | None = None, done: int = 0) -> None:
+    def advance(self, description: str | None = None, done: int = 0) -> None:
         """Say on the progress bar what runs now (`description`) and how many jobs are `done`."""
         if description is not None:
             self.progress.set_description(description)

@@ -117,7 +117,7 @@ def _bench_stage(inputs: BenchInputs, stage: str) -> dict:
     try:
         task, lr = make_task(stage, inputs.backbone, inputs.tokenizer, inputs.params)
     except PipelineError as error:
-        inputs.step(done=len(points))
+        inputs.advance(done=len(points))
         return {"skipped": str(error)}
     model = task.model.to(inputs.context.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -126,12 +126,12 @@ def _bench_stage(inputs: BenchInputs, stage: str) -> dict:
         results.update(cross_mode=task.settings.cross_mode, cross_outputs=task.settings.cross_outputs)
     for batch_size, max_length in points:
         key = f"b{batch_size}_l{max_length}"
-        inputs.step(f"bench {stage} {key}")
+        inputs.advance(f"bench {stage} {key}")
         results[key] = record = _bench_point(inputs, task, model, optimizer, batch_size, max_length)
         if "error" not in record:
             log.info("bench %s %s: %.3f steps/s, %.0f tokens/s, peak %.0f MB",
                      stage, key, record["steps_per_s"], record["tokens_per_s"], record["peak_memory_mb"])
-        inputs.step(done=1)
+        inputs.advance(done=1)
     del task, model, optimizer
     free_memory(inputs.context.device)
     return results

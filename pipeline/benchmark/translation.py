@@ -64,7 +64,7 @@ def _repeated_runs(sentences: Sequence[str], settings: RttSettings, repeats: int
 def bench_translation(inputs: BenchInputs) -> dict:
     """`benchmark_translation` run `translation_repeats` times on the first `translation_sentences`
     corpus sentences with the rtt settings; each rate as {median, min, max, iqr, repeats}."""
-    inputs.step("bench translation")
+    inputs.advance("bench translation")
     scale, pivot = inputs.scale, inputs.apertium_pivot
     sentences = inputs.sentences[: scale.translation_sentences]
     runs, skipped = _repeated_runs(sentences, inputs.params.rtt, scale.translation_repeats, pivot)
@@ -78,5 +78,5 @@ def bench_translation(inputs: BenchInputs) -> dict:
         result["apertium_pivot"] = pivot
     if skipped is not None:
         result["apertium_skipped"] = skipped
-    inputs.step(done=1)
+    inputs.advance(done=1)
     return result
