@@ -34,7 +34,7 @@ def _with_mirror_fallback(path: Path, mirror: str | None, relative: str) -> Path
 
 @stage
 def command(
-    scale: str | None = typer.Option(None, "--scale", help="tiny or paper (grid and sizes); default: params.yaml scale"),
+    scale: str | None = typer.Option(None, "--scale", help="tiny, small or paper (grid and sizes); default: params.yaml scale"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     output: Path = typer.Option(paths.BENCH, "--output", help="where the JSON goes"),
     backbone: Path = typer.Option(DEFAULT_BACKBONE, "--backbone", help="model folder to time"),

@@ -293,3 +293,12 @@ def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path, monkeypatch, tiny_p
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "cuda" in errors[0]
     assert not (tmp_path / "bench.json").exists()
+
+
+def test_the_small_preset_benchmarks_the_paper_grid():
+    from pipeline.benchmark.scales import SCALES, bench_scale
+
+    small = bench_scale("small")
+    assert small.name == "small"
+    assert (small.batch_sizes, small.max_lengths, small.eval_max_pairs) == (
+        SCALES["paper"].batch_sizes, SCALES["paper"].max_lengths, None)

@@ -46,6 +46,8 @@ SCALES = {
         eval_max_pairs=None, translation_sentences=2000, corpus_sentences=50_000,
     ),
 }
+# the small preset (one GPU, the configured backbone): the paper grid
+SCALES["small"] = replace(SCALES["paper"], name="small")
 # The smallest run that exercises every code path (tests, `bench --quick`).
 QUICK = BenchScale(
     "quick", batch_sizes=(4,), max_lengths=(16,), repeats=1, warmup=0, joint_batch_size=4, joint_max_length=16,
