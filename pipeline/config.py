@@ -29,11 +29,19 @@ SICK_SPLITS = ("train", "trial", "test")
 # handful of pairs is noise, and over one pair it is NaN.
 MIN_EVAL_PAIRS = 100
 DEVICES = ("auto", "cpu", "cuda")
+# What the tensor-norm loss takes its norms from: the pooler output h^P (the papers' method) or the
+# last hidden [CLS] h^L (their LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8).
+NORM_INPUTS = ("pooler", "last_hidden_cls")
 
 
 def describe_allowed_cael(num_layers: int) -> str:
     """0 (TNCSE) up to the layer count: CAELs are spread evenly over any count (`cael_layers`)."""
     return f"0 (TNCSE) to {num_layers}, the encoder's layer count"
+
+
+def describe_allowed_drop(num_layers: int) -> str:
+    """0 up to the layer count: the final encoder layers whose LayerNorms are removed."""
+    return f"0 (keep every LayerNorm) to {num_layers}, the encoder's layer count"
 
 
 class Section(BaseModel):
@@ -140,6 +148,12 @@ class TrainSettings(OptimSettings):
     cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
     losses: list[Literal[LOSS_TERMS]] = list(LOSS_TERMS)  # type: ignore[valid-type]
     norm_factor: float = Field(0.5, gt=0, description="the released code's division of the norm loss by 2")
+    norm_input: Literal[NORM_INPUTS] = Field(  # type: ignore[valid-type]
+        "pooler", description="the tensor-norm loss's norms: pooler output (the method) or last hidden [CLS] (the study)"
+    )
+    drop_layernorm: int = Field(
+        0, ge=0, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
+    )
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
 
     @property
@@ -210,6 +224,11 @@ class Params(Section):
             raise ValueError(
                 f"train.cael={self.train.cael} is more than the {layers} encoder layers of "
                 f"backbone '{self.backbone.name}'; allowed: {describe_allowed_cael(layers)}"
+            )
+        if self.train.drop_layernorm > layers:
+            raise ValueError(
+                f"train.drop_layernorm={self.train.drop_layernorm} is more than the {layers} encoder layers of "
+                f"backbone '{self.backbone.name}'; allowed: {describe_allowed_drop(layers)}"
             )
         if self.train.cross_mode == "stream" and self.train.cross_outputs != "last":
             raise ValueError(

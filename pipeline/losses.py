@@ -3,8 +3,8 @@
 Layout: a tower's 2N views are interleaved, rows 2k and 2k+1 being the two dropout views of
 sentence k. Twin stacks are (2, 2N, d), index 0 = tower I, 1 = tower II (`TwinOutput`). sim is
 cosine similarity, τ = 0.05. NCE and ICNCE read h^L (last-layer [CLS]); the tensor-norm loss reads
-h^L for its cosine and h^P (pooler output) for its norms; JTCSE's ICNCE also reads the cross
-outputs c.
+h^L for its cosine and h^P (pooler output) for its norms (h^L with `norm_input="last_hidden_cls"`,
+the LayerNorm study); JTCSE's ICNCE also reads the cross outputs c.
 
 Every InfoNCE-type loss accepts tensors already gathered across DDP ranks
 (`pipeline.modeling.gather_with_grad`, `TwinOutput.gather`): in-batch negatives are whatever
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch.nn import functional as F
 
-from pipeline.config import LOSS_TERMS
+from pipeline.config import LOSS_TERMS, NORM_INPUTS
 from pipeline.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -170,15 +170,35 @@ def tensor_norm_loss(
     """
     cosine = F.cosine_similarity(last_i[0::2], last_j[1::2], dim=-1)
     cosine = torch.where(cosine > 0, cosine, torch.full_like(cosine, MIN_COSINE))
-    anchor, positive = pooled_i[0::2], pooled_j[1::2]
-    norm_ratio = (anchor - positive).norm(dim=-1) / (anchor.norm(dim=-1) + positive.norm(dim=-1))
-    return factor * (-cosine.log() * norm_ratio).mean()
+    return factor * (-cosine.log() * norm_ratio(pooled_i[0::2], pooled_j[1::2])).mean()
+
+
+def norm_ratio(anchor: torch.Tensor, positive: torch.Tensor) -> torch.Tensor:
+    """l_TN(h, h^+) = ‖h − h^+‖ / (‖h‖ + ‖h^+‖) per row (TNCSE Eq. 1, JTCSE Eq. 1 as L_TMC): (R, d) -> (R,).
+
+    With ‖h^+‖ = k‖h‖ and t = cos γ it is √(1 + k² − 2kt) / (1 + k) (TNCSE Eq. 3, JTCSE Eq. 5), the
+    surface of TNCSE Figure 2 / JTCSE Fig. 3."""
+    return (anchor - positive).norm(dim=-1) / (anchor.norm(dim=-1) + positive.norm(dim=-1))
 
 
 def ictn(last_cls: torch.Tensor, pooler_output: torch.Tensor, factor: float = NORM_FACTOR) -> torch.Tensor:
-    """ICTN (TNCSE Eq. 7) = ICTM (JTCSE Eq. 14) = L_TN(h_I, h_II^+) + L_TN(h_II, h_I^+); (2, 2N, d) stacks."""
+    """ICTN (TNCSE Eq. 7) = ICTM (JTCSE Eq. 14) = L_TN(h_I, h_II^+) + L_TN(h_II, h_I^+); (2, 2N, d) stacks.
+
+    `pooler_output` is what the norms are taken of: h^P in the method, h^L itself in the LayerNorm
+    study (`norm_vectors`)."""
     (h_I, h_II), (p_I, p_II) = last_cls, pooler_output
     return tensor_norm_loss(h_I, h_II, p_I, p_II, factor) + tensor_norm_loss(h_II, h_I, p_II, p_I, factor)
+
+
+def norm_vectors(out: "TwinOutput", norm_input: str = "pooler") -> torch.Tensor:
+    """The (2, 2N, d) stack the tensor-norm loss takes its norms from: the pooler output h^P
+    (`pooler`, the papers' method) or the last hidden [CLS] h^L (`last_hidden_cls`, their LayerNorm
+    study: TNCSE Figure 5, JTCSE Fig. 8)."""
+    if norm_input == "pooler":
+        return out.pooler_output
+    if norm_input == "last_hidden_cls":
+        return out.last_cls
+    raise PipelineError(f"train.norm_input={norm_input!r} is not known; allowed: {', '.join(NORM_INPUTS)}")
 
 
 def draw_direction(generator: torch.Generator | None = None) -> int:
@@ -220,6 +240,7 @@ def twin_objective(
     norm_factor: float = NORM_FACTOR,
     gaussian: GaussianNegatives | None = None,
     generator: torch.Generator | None = None,
+    norm_input: str = "pooler",
 ) -> LossTerms:
     """The TNCSE objective when `out.cross_cls` is None, else the JTCSE objective.
 
@@ -227,10 +248,11 @@ def twin_objective(
     JTCSE (Eq. 15): L = L_NCE(I) + L_NCE(II) + ICNCE_J + ICTM, ICNCE_J of Eq. 12 with R drawn from
     `generator` (seed it alike on every DDP rank).
     `losses` switches terms by name: "nce" (both towers' L_NCE), "icnce", "ictn" (ICTM in JTCSE).
-    Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term.
+    Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term;
+    `norm_input` picks the norms of the tensor-norm term (`norm_vectors`).
     """
     selected = validate_loss_names(losses)
-    last_cls, pooler_output, cross_cls = out.last_cls, out.pooler_output, out.cross_cls
+    last_cls, cross_cls = out.last_cls, out.cross_cls
     terms = {}
     if "nce" in selected:
         terms["nce"] = sum(twin_info_nce(views, temperature, gaussian) for views in last_cls)
@@ -241,7 +263,7 @@ def twin_objective(
             else joint_icnce(last_cls, cross_cls, draw_direction(generator), temperature, gaussian)
         )
     if "ictn" in selected:
-        terms["ictn"] = ictn(last_cls, pooler_output, norm_factor)
+        terms["ictn"] = ictn(last_cls, norm_vectors(out, norm_input), norm_factor)
     return LossTerms(total=sum(terms.values()), terms=terms)
 
 

@@ -28,7 +28,14 @@ from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, Tr
 from pipeline.data.sources import sha256_of
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_embedder, load_tasks, reported_score
-from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, last_layer_cls, load_backbone
+from pipeline.modeling import (
+    SentenceEncoder,
+    TwinEncoder,
+    drop_layernorms,
+    gather_with_grad,
+    last_layer_cls,
+    load_backbone,
+)
 from pipeline.training import Batch, TrainingResult, planned_steps, resolve_device, run_context, train, write_training_report
 
 log = logging.getLogger(__name__)
@@ -150,12 +157,14 @@ class TwinTask:
 
     def __init__(self, tower_dirs: tuple[Path, Path], tokenizer, settings: TrainSettings, seed: int):
         self.loss_spans_global_batch = True  # the twin's outputs are gathered across DDP ranks
-        # without the norm term the pooler layers get no gradient, which DDP must be told
-        self.leaves_parameters_unused = "ictn" not in settings.losses
+        # without the norm term on the pooler output the pooler layers get no gradient, which DDP must be told
+        self.leaves_parameters_unused = "ictn" not in settings.losses or settings.norm_input != "pooler"
         self.model = TwinEncoder.from_pretrained(
             str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.mode_dropout,
             cross_mode=settings.cross_mode,
         )
+        for tower in self.model.towers:  # the LayerNorm study; 0 leaves the towers as loaded
+            drop_layernorms(tower, settings.drop_layernorm)
         self.tokenizer, self.settings, self.seed = tokenizer, settings, seed
         self.gaussian = gaussian_negatives(settings.gaussian, seed)
 
@@ -164,7 +173,8 @@ class TwinTask:
         # JTCSE's direction R is drawn per step from (seed, step): identical on every rank and after a resume
         direction = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
         objective = losses.twin_objective(
-            out, self.settings.losses, self.settings.temperature, self.settings.norm_factor, self.gaussian, direction
+            out, self.settings.losses, self.settings.temperature, self.settings.norm_factor, self.gaussian, direction,
+            self.settings.norm_input,
         )
         return {"loss": objective.total, **objective.terms}
 
@@ -182,6 +192,8 @@ class TwinTask:
             "weights": [1.0, 1.0],
             "cael": self.settings.cael,
             "losses": list(self.settings.losses),
+            "norm_input": self.settings.norm_input,
+            "drop_layernorm": self.settings.drop_layernorm,
         }
         (directory / TWIN_MANIFEST).write_text(json.dumps(manifest, indent=2))
 

@@ -27,4 +27,7 @@ def command(params: Path = ParamsOption) -> None:
     task = TwinTask(towers, load_tokenizer(towers[0]), settings.train, settings.seed)
     result = run_training(NAME, task, examples, settings.train, settings.train.mode_lr, paths.joint_model(), settings, towers)
     method = f"JTCSE with {settings.train.cael} CAELs" if settings.train.cael else "TNCSE"
+    if settings.train.norm_input != "pooler" or settings.train.drop_layernorm:
+        method += (f" (LayerNorm study: norms of {settings.train.norm_input}, "
+                   f"LayerNorms of the last {settings.train.drop_layernorm} layers removed)")
     summary(NAME, f"{method}: {training_line(result, len(examples))}")

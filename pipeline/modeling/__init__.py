@@ -46,6 +46,10 @@ Public API:
   cross outputs (the only row the objective reads, so the only one computed).
 - `twin_sum(h_I, h_II)`, `tower_sum(embeddings)`, `uc_ensemble(h_I, h_II, h_uc, weight)`,
   `PAPER_UC_WEIGHT`.
+- `drop_layernorms(model, k)`: both LayerNorms of the last k encoder layers become `nn.Identity`
+  (the LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8); k is recorded in the config
+  (`dropped_layernorm_layers`) and `load_backbone` reapplies it; `dropped_layers(model)`,
+  `count_layernorms(model)`, `validate_drop_layernorm(k, num_layers, key)`.
 - `gather_with_grad(x, dim=0)`: all-gather across DDP ranks keeping the local gradient; identity
   without torch.distributed.
 
@@ -68,6 +72,12 @@ from pipeline.modeling.encoder import (
     pool,
     set_dropout,
     validate_pooler,
+)
+from pipeline.modeling.layernorm import (
+    count_layernorms,
+    drop_layernorms,
+    dropped_layers,
+    validate_drop_layernorm,
 )
 from pipeline.modeling.ensembles import PAPER_UC_WEIGHT, tower_sum, twin_sum, uc_ensemble
 from pipeline.modeling.twin import (
@@ -92,6 +102,9 @@ __all__ = [
     "TwinEncoder",
     "TwinOutput",
     "cael_layers",
+    "count_layernorms",
+    "drop_layernorms",
+    "dropped_layers",
     "cross_layer_cls",
     "gather_with_grad",
     "last_layer_cls",
@@ -109,5 +122,6 @@ __all__ = [
     "validate_cael",
     "validate_cross_mode",
     "validate_cross_outputs",
+    "validate_drop_layernorm",
     "validate_pooler",
 ]

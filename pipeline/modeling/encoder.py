@@ -26,6 +26,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.config import POOLERS
 from pipeline.errors import PipelineError
+from pipeline.modeling.layernorm import drop_layernorms, dropped_layers
 
 _POOLERS_NEEDING_ALL_LAYERS = ("avg_first_last", "avg_top2")
 _CLS_POOLERS = ("cls", "cls_before_pooler")
@@ -96,10 +97,14 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 
 def load_backbone(path: str | Path, dropout: float | None = None, **options) -> PreTrainedModel:
     """A BERT-family model with its pooler layer (random if the checkpoint lacks one); the one loader
-    of model folders: a corrupt or unreadable one is a one-line error (`model_folder_errors`)."""
+    of model folders: a corrupt or unreadable one is a one-line error (`model_folder_errors`).
+    A model saved with LayerNorms removed (`dropped_layernorm_layers` in its config) gets the same
+    LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training."""
     with model_folder_errors(path):
         model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
     require_pooler_layer(model)
+    if dropped_layers(model):
+        drop_layernorms(model, dropped_layers(model))
     if dropout is not None:
         set_dropout(model, dropout)
     return model
