@@ -246,6 +246,25 @@ class Params(Section):
         return weight if self.train.cael and weight is not None else self.backbone.uc_weight
 
 
+def setting_default(key: str) -> tuple[bool, Any]:
+    """(True, the schema's default) of a dotted setting (`train.drop_layernorm`), or (False, None) when
+    the setting is required, inside a mapping, or unknown. A run recorded before a setting existed
+    ran with its default (`pipeline.reporting.runs`)."""
+    model: type[BaseModel] = Params
+    *parents, leaf = key.split(".")
+    for part in parents:
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return False, None
+        model = annotation
+    field = model.model_fields.get(leaf)
+    if field is None or field.is_required():
+        return False, None
+    default = field.get_default(call_default_factory=True)
+    return True, default.model_dump() if isinstance(default, BaseModel) else default
+
+
 def describe_validation_error(error: ValidationError, source: str) -> str:
     """One line for the first problem: `key=value: what is allowed` (the value when it is a scalar)."""
     first = error.errors()[0]

@@ -4,6 +4,9 @@
   0-1 … 4-5, columns the cosine bins 0-0.2 … 0.8-1.0, cells the share of the group's pairs.
 - `attention_map_figure`: JTCSE Fig. 9, a grid of head-averaged attention maps of one sentence,
   layers down, models across.
+- `bar_line_figure`: TNCSE Figure 5 / JTCSE Fig. 8, bars and a line per run (a table's `figure`).
+- `tensor_norm_surface` / `tensor_norm_surface_figure`: TNCSE Figure 2 / JTCSE Fig. 3, the
+  tensor-norm loss over its two variables, computed by `pipeline.losses.norm_ratio`.
 
 PNGs are written without the software-version metadata, so the same numbers give the same bytes.
 """
@@ -70,5 +73,73 @@ def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
                 axis.set_title(model, fontsize=8)
             if column == 0:
                 axis.set_ylabel(f"layer {row + 1}", fontsize=7)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def bar_line_figure(
+    ticks: Sequence[str],
+    bars: Sequence[float | None],
+    errors: Sequence[float | None] | None,
+    line: Sequence[float | None],
+    labels: tuple[str, str],
+    title: str,
+) -> bytes:
+    """TNCSE Figure 5 / JTCSE Fig. 8's form: one x tick per run, bars (left axis, optional error
+    bars) and a line (right axis); a missing value leaves a gap."""
+    import numpy as np
+
+    def values(numbers: Sequence[float | None]) -> np.ndarray:
+        return np.array([np.nan if number is None else number for number in numbers], dtype=float)
+
+    x = np.arange(len(ticks))
+    figure, axis = plt.subplots(figsize=(max(4.0, 0.9 * len(ticks) + 1.5), 3.4))
+    spread = None if errors is None else np.nan_to_num(values(errors))
+    axis.bar(x, values(bars), yerr=spread, color="#9ecae1", edgecolor="#3182bd", capsize=3, label=labels[0])
+    axis.set_ylabel(labels[0], fontsize=8)
+    axis.set_xticks(x, list(ticks), fontsize=7, rotation=30 if max(map(len, ticks), default=0) > 6 else 0)
+    other = axis.twinx()
+    other.plot(x, values(line), color="#d94801", marker="o", label=labels[1])
+    other.set_ylabel(labels[1], fontsize=8)
+    axis.set_title(title, fontsize=8)
+    figure.legend(loc="upper right", fontsize=7)
+    figure.tight_layout()
+    return _png(figure)
+
+
+# The tensor-norm loss surface (TNCSE Figure 2, JTCSE Fig. 3): l_TN over k = ‖h^+‖/‖h‖ and t = cos γ.
+# The papers plot "part of the domain of definition" without printing its bounds: t spans its whole
+# range [-1, 1], k (0, +∞) is cut at 4 (docs/method.md).
+SURFACE_K = (0.05, 4.0)
+SURFACE_T = (-1.0, 1.0)
+SURFACE_POINTS = 60
+
+
+def tensor_norm_surface(ks, ts):
+    """l_TN(k, t) on the grid ks × ts, computed by `pipeline.losses.norm_ratio` on vector pairs
+    h = e1, h^+ = k (t e1 + √(1 − t²) e2) — the loss function itself, not its closed form: (len(ks), len(ts))."""
+    import torch
+
+    from pipeline.losses import norm_ratio
+
+    k, t = torch.meshgrid(torch.as_tensor(ks, dtype=torch.float64), torch.as_tensor(ts, dtype=torch.float64), indexing="ij")
+    anchor = torch.zeros(*k.shape, 2, dtype=torch.float64)
+    anchor[..., 0] = 1.0
+    positive = torch.stack([k * t, k * (1 - t * t).clamp(min=0).sqrt()], dim=-1)
+    return norm_ratio(anchor, positive).numpy()
+
+
+def tensor_norm_surface_figure(ks, ts, values) -> bytes:
+    """The surface l_TN(k, t) (TNCSE Figure 2, JTCSE Fig. 3) as a 3-D plot."""
+    import numpy as np
+
+    k, t = np.meshgrid(np.asarray(ks), np.asarray(ts), indexing="ij")
+    figure = plt.figure(figsize=(5.0, 4.0))
+    axis = figure.add_subplot(projection="3d")
+    axis.plot_surface(k, t, np.asarray(values), cmap="viridis", linewidth=0, antialiased=True)
+    axis.set_xlabel("k = ‖h⁺‖ / ‖h‖", fontsize=8)
+    axis.set_ylabel("t = cos γ", fontsize=8)
+    axis.set_zlabel("l_TN(k, t)", fontsize=8)
+    axis.set_title("Tensor-norm loss l_TN = ‖h − h⁺‖ / (‖h‖ + ‖h⁺‖)", fontsize=8)
     figure.tight_layout()
     return _png(figure)

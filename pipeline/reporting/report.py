@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.data.sources import write_text_atomic
+import numpy as np
+
+from pipeline.data.sources import atomic_path, write_text_atomic
 from pipeline.paths import ANALYSIS, TABLES
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.tables import Table
 
-TABLE_SUFFIXES = (".md", ".csv", ".tex")
+TABLE_SUFFIXES = (".md", ".csv", ".tex", ".png")
+SURFACE_FILE = "tensor_norm_surface.png"
+SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t = cos γ (TNCSE Figure 2, JTCSE Fig. 3)"
 
 
 def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
@@ -31,6 +35,9 @@ def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
         for name, caption in ANALYSIS_FIGURES.items()
         if (folder.parent / ANALYSIS.name / name).is_file()
     }
+    for path, caption in write_figures(tables, folder).items():
+        written.append(path)
+        figures[path.name] = caption
     readme = folder / "README.md"
     write_text_atomic(readme, index(tables, figures))
     written.append(readme)
@@ -49,3 +56,32 @@ def summary_line(tables: list[Table], folder: Path = TABLES) -> str:
         f"{len(tables) - complete} with missing rows or cells ({missing} rows missing, "
         f"{not_applicable} not applicable to this backbone) -> {folder}/"
     )
+
+
+def write_figures(tables: list[Table], folder: Path = TABLES) -> dict[Path, str]:
+    """The figure of each table that has one (`<id>.png`) and the loss surface; path → caption."""
+    from pipeline.reporting import figures
+
+    written = {}
+    for table in tables:
+        spec = table.spec.figure
+        if spec is None:
+            continue
+        ticks = spec.ticks or [row.label for row in table.rows]
+        column = {header: [row.ours.get(header) for row in table.rows] for header in table.headers}
+        image = figures.bar_line_figure(
+            ticks, column[spec.bars], column[spec.errors] if spec.errors else None, column[spec.line],
+            (spec.bars, spec.line), f"{table.id} ({table.scale} scale)",
+        )
+        written[_write_png(folder / f"{table.id}.png", image)] = f"{table.spec.caption} Drawn from [{table.id}]({table.id}.md)."
+    ks = np.linspace(*figures.SURFACE_K, figures.SURFACE_POINTS)
+    ts = np.linspace(*figures.SURFACE_T, figures.SURFACE_POINTS)
+    surface = figures.tensor_norm_surface_figure(ks, ts, figures.tensor_norm_surface(ks, ts))
+    written[_write_png(folder / SURFACE_FILE, surface)] = SURFACE_CAPTION
+    return written
+
+
+def _write_png(path: Path, data: bytes) -> Path:
+    with atomic_path(path) as temporary:
+        temporary.write_bytes(data)
+    return path

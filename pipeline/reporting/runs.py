@@ -3,7 +3,8 @@
 A run is a set of params and the JSON files it produced: the workspace (params.yaml and
 reports/metrics, reports/analysis on disk) or a finished DVC experiment or commit as
 `dvc exp show --json` lists it. A row fits a run when every override it needs (`train.cael=2`,
-and the table's `scale=…`, `backbone=…`) equals the run's params.
+and the table's `scale=…`, `backbone=…`) equals the run's params. A setting a run's params lack
+(the run predates it) counts at its default in `pipeline.config`: that is what the run ran with.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from pipeline.config import setting_default
 from pipeline.errors import PipelineError
 from pipeline.paths import ANALYSIS, METRICS
 from pipeline.reporting.spec import ANALYSIS_PREFIX, split_override
@@ -200,6 +202,9 @@ def fits(params: dict[str, Any], requirements: list[Requirement]) -> bool:
 
 def _selected(params: dict[str, Any], key: str) -> Any:
     value = param_at(params, key)
+    if value is _ABSENT:  # a run made before the setting existed ran with its default
+        known, default = setting_default(key)
+        value = default if known else _ABSENT
     # A Hydra group override (`backbone=bert`) selects the preset whose `name` is that option.
     return value.get("name", _ABSENT) if isinstance(value, dict) else value
 

@@ -69,6 +69,16 @@ class AggregateSpec(Spec):
     paper: dict[str, float] = {}
 
 
+class FigureSpec(Spec):
+    """A figure drawn from a table's rows (TNCSE Figure 5's form): one x tick per row, bars for one
+    column (with another as error bars), a line for a third on its own axis."""
+
+    bars: str = Field(min_length=1, description="column header drawn as bars")
+    errors: str | None = Field(None, description="column header of the bars' error bars (a spread)")
+    line: str = Field(min_length=1, description="column header drawn as a line on the right axis")
+    ticks: list[str] = Field([], description="x tick per row; empty = the row labels")
+
+
 class TableSpec(Spec):
     caption: str = Field(min_length=1)
     paper_source: str = Field(min_length=1, description="seed file and table of the paper numbers")
@@ -78,6 +88,7 @@ class TableSpec(Spec):
     overrides: list[str] = Field([], description="overrides every row's run must have (e.g. MTEB on)")
     rows: list[RowSpec] = Field(min_length=1)
     aggregate: AggregateSpec | None = None
+    figure: FigureSpec | None = Field(None, description="also draw the rows as reports/tables/<id>.png")
     notes: list[str] = Field([], description="transcription notes printed under the table")
 
     @field_validator("overrides")
@@ -98,6 +109,13 @@ class TableSpec(Spec):
             if unknown:
                 where = f"rows.{index}" if index < len(self.rows) else "aggregate"
                 raise ValueError(f"{where}.paper: unknown column {unknown[0]!r}; columns: {', '.join(headers)}")
+        if self.figure:
+            drawn = [self.figure.bars, self.figure.line] + ([self.figure.errors] if self.figure.errors else [])
+            unknown = [header for header in drawn if header not in headers]
+            if unknown:
+                raise ValueError(f"figure: unknown column {unknown[0]!r}; columns: {', '.join(headers)}")
+            if self.figure.ticks and len(self.figure.ticks) != len(self.rows):
+                raise ValueError(f"figure.ticks: {len(self.figure.ticks)} ticks for {len(self.rows)} rows")
         return self
 
 
