@@ -200,6 +200,9 @@ class AnalysisSettings(Section):
     align_data: Literal["all", "test"] = Field(
         "all", description="alignment/uniformity on every STS-B split (SimCSE) or the test split capped by eval.max_pairs"
     )
+    norm_probe_sentences: int = Field(
+        100, ge=2, description="corpus sentences (drawn with `seed`) of the norm probe; the papers use 100"
+    )
 
 
 class Params(Section):

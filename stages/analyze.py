@@ -16,7 +16,9 @@ mean cosine, shares per cosine bin), gmacs (thop's count of one forward pass at 
 every tower; JTCSE Table VII), gmacs_with_attention (also the attention matrix products),
 eta = avg / gmacs (null without metrics). norm_histogram.csv is the joint model's two towers
 pooled (the h^P the norm loss constrains), or the backbone while no joint model exists (a log line
-says which)."""
+says which). norm_probe (the LayerNorm study, TNCSE Figure 5): statistics of ‖h^L‖ and ‖h^P‖ over
+analysis.norm_probe_sentences lines of data/raw/corpus.txt drawn with `seed`, every tower pooled,
+with each tower's removed LayerNorm layers (`pipeline.analysis.norm_probe`)."""
 
 from pathlib import Path
 
@@ -80,8 +82,9 @@ def command(
     def write_csv(file: str, rows: list[dict]) -> None:
         write_text_atomic(ANALYSIS / file, pd.DataFrame(rows).to_csv(index=False))
 
+    probes = _norm_probe(settings, models, device)
     for name, report in analysis.reports.items():
-        write_json_atomic(ANALYSIS / f"{name}.json", report)
+        write_json_atomic(ANALYSIS / f"{name}.json", report | {"norm_probe": probes[name]})
     write_csv("align_uniform.csv", analysis.align_uniform_table())
     write_csv("cls_energy.csv", analysis.cls_energy_table())
     for label, rows in analysis.cosine_density_tables().items():
@@ -108,8 +111,18 @@ def command(
         f"alignment/uniformity on {len(align_pairs)} ({settings.analysis.align_data}); backbone: "
         f"alignment {_fmt(backbone['alignment'])}, uniformity {backbone['uniformity']:.3f}, "
         f"E_CLS {backbone['e_cls_mean']:.4f}, {backbone['gmacs']:.2f} GMAC at {seq_len} tokens, "
-        f"eta {_fmt(backbone['eta'])} -> {ANALYSIS}/",
+        f"eta {_fmt(backbone['eta'])}; {_probe_line(probes)} -> {ANALYSIS}/",
     )
+
+
+def _norm_probe(settings, models: dict, device) -> dict:
+    """The norm probe of every model on the seeded corpus sample (`pipeline.analysis.norm_probe`)."""
+    from pipeline import paths
+    from pipeline.analysis import norm_probe, probe_sentences
+    from pipeline.data.readers import read_corpus
+
+    sentences = probe_sentences(read_corpus(paths.CORPUS), settings.analysis.norm_probe_sentences, settings.seed)
+    return norm_probe(models, sentences, settings.eval.max_length, settings.eval.batch_size, device)
 
 
 def _tower_label(tower: str, models: dict) -> str:
@@ -130,6 +143,15 @@ def _average(path: Path) -> float | None:
         return None
     value = json.loads(path.read_text()).get("avg")
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _probe_line(probes: dict) -> str:
+    """The norm probe of the joint model (the backbone's until one exists): mean ± std of both norms."""
+    name = "joint" if "joint" in probes else "backbone"
+    probe = probes[name]
+    last, pooler = probe["last_hidden_cls"], probe["pooler"]
+    return (f"norm probe {name} on {probe['sentences']} sentences: ‖h^L‖ {last['mean']:.2f} ± {last['std']:.2f}, "
+            f"‖h^P‖ {pooler['mean']:.2f} ± {pooler['std']:.2f}")
 
 
 def _fmt(value: float | None) -> str:

@@ -254,9 +254,10 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue=None, run=False)
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
-    assert written == expected | {"README.md"}  # and the stale table is gone
+    figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
+    assert written == expected | figures | {"README.md"}  # and the stale table is gone
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
-    assert "[report] 19 tables rendered at tiny scale" in capsys.readouterr().out
+    assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in capsys.readouterr().out
 
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue="jtcse-cael", run=False)
     printed = capsys.readouterr().out.splitlines()

@@ -6,6 +6,8 @@
   received by [CLS]/[SEP]/final punctuation (attention sink), the attention map of one sentence
   (JTCSE Fig. 9), the norms of h^L and h^P.
 - `norms`: statistics and histograms of those norms (JTCSE discussion, A).
+- `norm_probe`: ‖h^L‖ and ‖h^P‖ per model over a seeded sample of corpus sentences (the LayerNorm
+  study, TNCSE Figure 5 / JTCSE Fig. 8).
 - `cost`: GMAC of one forward pass (thop, as JTCSE Table VII) and η = score / cost.
 - `models`: every analysis for every pipeline model (`analyze_models`) and its plot tables.
 """
@@ -43,13 +45,14 @@ from pipeline.analysis.layers import (
     punctuation_ids,
 )
 from pipeline.analysis.models import Analysis, analyze_models
+from pipeline.analysis.norm_probe import PROBE_SENTENCES, norm_probe, probe_sentences, tower_norms
 from pipeline.analysis.norms import NORM_BINS, QUANTILES, norm_histogram, norm_statistics, summary_statistics
 
 __all__ = [
     "ATTENTION_MAP_SENTENCE", "COSINE_BINS", "DEFAULT_SEQ_LEN", "GOLD_BINS", "GRID_BINS", "NORM_BINS", "POSITIVE_GOLD",
-    "QUANTILES", "Analysis", "CosineDensity", "LayerAnalysis", "alignment", "analyze_layers", "analyze_models",
+    "PROBE_SENTENCES", "QUANTILES", "Analysis", "CosineDensity", "LayerAnalysis", "alignment", "analyze_layers", "analyze_models",
     "attention_map", "attention_received", "cls_energy", "cosine_density", "efficiency", "gold_bin_label",
     "grid_bin_labels", "inference_gmacs", "is_punctuation_token", "load_eager_model", "norm_histogram",
-    "norm_statistics", "pair_cosines", "positive_pairs", "punctuation_ids", "summary_statistics", "thop_formula_gmacs",
-    "thop_gmacs", "uniformity",
+    "norm_probe", "norm_statistics", "pair_cosines", "positive_pairs", "probe_sentences", "punctuation_ids", "summary_statistics", "thop_formula_gmacs",
+    "thop_gmacs", "tower_norms", "uniformity",
 ]

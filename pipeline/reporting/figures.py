@@ -5,8 +5,7 @@
 - `attention_map_figure`: JTCSE Fig. 9, a grid of head-averaged attention maps of one sentence,
   layers down, models across.
 - `bar_line_figure`: TNCSE Figure 5 / JTCSE Fig. 8, bars and a line per run (a table's `figure`).
-- `tensor_norm_surface` / `tensor_norm_surface_figure`: TNCSE Figure 2 / JTCSE Fig. 3, the
-  tensor-norm loss over its two variables, computed by `pipeline.losses.norm_ratio`.
+(The tensor-norm loss surface, TNCSE Figure 2, is in `pipeline.reporting.surface`.)
 
 PNGs are written without the software-version metadata, so the same numbers give the same bytes.
 """
@@ -31,7 +30,7 @@ ANALYSIS_FIGURES = {
 }
 
 
-def _png(figure) -> bytes:
+def png_bytes(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100, metadata=_PNG_METADATA)
     plt.close(figure)
@@ -51,7 +50,7 @@ def cosine_grid_figure(grids: Mapping[str, Mapping[str, Sequence[float]]], cosin
         axis.set_xlabel("cosine", fontsize=7)
     axes[0][0].set_ylabel("gold group", fontsize=7)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
@@ -74,7 +73,7 @@ def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
             if column == 0:
                 axis.set_ylabel(f"layer {row + 1}", fontsize=7)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def bar_line_figure(
@@ -104,42 +103,5 @@ def bar_line_figure(
     axis.set_title(title, fontsize=8)
     figure.legend(loc="upper right", fontsize=7)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
-
-# The tensor-norm loss surface (TNCSE Figure 2, JTCSE Fig. 3): l_TN over k = ‖h^+‖/‖h‖ and t = cos γ.
-# The papers plot "part of the domain of definition" without printing its bounds: t spans its whole
-# range [-1, 1], k (0, +∞) is cut at 4 (docs/method.md).
-SURFACE_K = (0.05, 4.0)
-SURFACE_T = (-1.0, 1.0)
-SURFACE_POINTS = 60
-
-
-def tensor_norm_surface(ks, ts):
-    """l_TN(k, t) on the grid ks × ts, computed by `pipeline.losses.norm_ratio` on vector pairs
-    h = e1, h^+ = k (t e1 + √(1 − t²) e2) — the loss function itself, not its closed form: (len(ks), len(ts))."""
-    import torch
-
-    from pipeline.losses import norm_ratio
-
-    k, t = torch.meshgrid(torch.as_tensor(ks, dtype=torch.float64), torch.as_tensor(ts, dtype=torch.float64), indexing="ij")
-    anchor = torch.zeros(*k.shape, 2, dtype=torch.float64)
-    anchor[..., 0] = 1.0
-    positive = torch.stack([k * t, k * (1 - t * t).clamp(min=0).sqrt()], dim=-1)
-    return norm_ratio(anchor, positive).numpy()
-
-
-def tensor_norm_surface_figure(ks, ts, values) -> bytes:
-    """The surface l_TN(k, t) (TNCSE Figure 2, JTCSE Fig. 3) as a 3-D plot."""
-    import numpy as np
-
-    k, t = np.meshgrid(np.asarray(ks), np.asarray(ts), indexing="ij")
-    figure = plt.figure(figsize=(5.0, 4.0))
-    axis = figure.add_subplot(projection="3d")
-    axis.plot_surface(k, t, np.asarray(values), cmap="viridis", linewidth=0, antialiased=True)
-    axis.set_xlabel("k = ‖h⁺‖ / ‖h‖", fontsize=8)
-    axis.set_ylabel("t = cos γ", fontsize=8)
-    axis.set_zlabel("l_TN(k, t)", fontsize=8)
-    axis.set_title("Tensor-norm loss l_TN = ‖h − h⁺‖ / (‖h‖ + ‖h⁺‖)", fontsize=8)
-    figure.tight_layout()
-    return _png(figure)

@@ -60,7 +60,7 @@ def summary_line(tables: list[Table], folder: Path = TABLES) -> str:
 
 def write_figures(tables: list[Table], folder: Path = TABLES) -> dict[Path, str]:
     """The figure of each table that has one (`<id>.png`) and the loss surface; path → caption."""
-    from pipeline.reporting import figures
+    from pipeline.reporting import figures, surface
 
     written = {}
     for table in tables:
@@ -74,10 +74,10 @@ def write_figures(tables: list[Table], folder: Path = TABLES) -> dict[Path, str]
             (spec.bars, spec.line), f"{table.id} ({table.scale} scale)",
         )
         written[_write_png(folder / f"{table.id}.png", image)] = f"{table.spec.caption} Drawn from [{table.id}]({table.id}.md)."
-    ks = np.linspace(*figures.SURFACE_K, figures.SURFACE_POINTS)
-    ts = np.linspace(*figures.SURFACE_T, figures.SURFACE_POINTS)
-    surface = figures.tensor_norm_surface_figure(ks, ts, figures.tensor_norm_surface(ks, ts))
-    written[_write_png(folder / SURFACE_FILE, surface)] = SURFACE_CAPTION
+    ks = np.linspace(*surface.SURFACE_K, surface.SURFACE_POINTS)
+    ts = np.linspace(*surface.SURFACE_T, surface.SURFACE_POINTS)
+    image = surface.tensor_norm_surface_figure(ks, ts, surface.tensor_norm_surface(ks, ts))
+    written[_write_png(folder / SURFACE_FILE, image)] = SURFACE_CAPTION
     return written
 
 

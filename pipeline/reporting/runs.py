@@ -200,11 +200,18 @@ def fits(params: dict[str, Any], requirements: list[Requirement]) -> bool:
     return all(_same(wanted.value, _selected(params, wanted.key)) for wanted in requirements)
 
 
-def _selected(params: dict[str, Any], key: str) -> Any:
+def setting_value(params: dict[str, Any], key: str) -> Any:
+    """A run's value of a dotted setting; a setting its params lack (the run predates it) is at its
+    default, which is what that run ran with (`_ABSENT` for a key without a default)."""
     value = param_at(params, key)
-    if value is _ABSENT:  # a run made before the setting existed ran with its default
+    if value is _ABSENT:
         known, default = setting_default(key)
         value = default if known else _ABSENT
+    return value
+
+
+def _selected(params: dict[str, Any], key: str) -> Any:
+    value = setting_value(params, key)
     # A Hydra group override (`backbone=bert`) selects the preset whose `name` is that option.
     return value.get("name", _ABSENT) if isinstance(value, dict) else value
 

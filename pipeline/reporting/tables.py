@@ -25,9 +25,9 @@ from pipeline.reporting.runs import (
     fits,
     has_param,
     metrics_file,
-    param_at,
     queue_command,
     requirement,
+    setting_value,
 )
 from pipeline.reporting.spec import ANALYSIS_PREFIX, RowSpec, TablesFile, TableSpec, split_override
 
@@ -170,7 +170,7 @@ def _fill_row(
     changed = [requirement(override, workspace.params) for override in overrides]
     changed_keys = {wanted.key for wanted in changed}
     kept = [
-        Requirement(axis, param_at(workspace.params, axis), f"{axis} as in params.yaml")
+        Requirement(axis, setting_value(workspace.params, axis), f"{axis} as in params.yaml")
         for axis in axes
         if axis not in changed_keys
     ]
