@@ -273,6 +273,8 @@ def _layout_project(root: Path, models: Path, mirror: Path, params: dict) -> Non
     (root / "data" / "models" / "pretrain" / "I").symlink_to(models / "I")
     (root / "data" / "models" / "pretrain" / "II").symlink_to(models / "II")
     (root / "data" / "raw" / "senteval").symlink_to(mirror / "senteval")
+    corpus = (mirror / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:150]
+    (root / "data" / "raw" / "corpus.txt").write_text("\n".join(corpus) + "\n", encoding="utf-8")
     params["device"] = "cpu"
     params["eval"].update(max_pairs=100, batch_size=16, max_length=32, cost_length=16)
     (root / "params.yaml").write_text(yaml.safe_dump(params))
@@ -332,6 +334,11 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
     assert maps["backbone"]["sentence"] == "This is an example sentence for visualizing attention scores."
     for figure in ("cosine_grid.png", "attention_maps.png"):
         assert (analysis / figure).read_bytes().startswith(b"\x89PNG")
+    probe = ensemble["norm_probe"]  # the LayerNorm study's probe: 100 corpus sentences, both towers pooled
+    assert probe["sentences"] == 100 and set(probe["towers"]) == {"data/models/pretrain/I", "data/models/pretrain/II"}
+    assert probe["dropped_layernorm_layers"] == {"data/models/pretrain/I": 0, "data/models/pretrain/II": 0}
+    assert 0 < probe["last_hidden_cls"]["min"] <= probe["last_hidden_cls"]["mean"] <= probe["last_hidden_cls"]["max"]
+    assert backbone["norm_probe"]["towers"] == {} and "norm probe backbone on 100 sentences" in result.output
 
 
 def test_stage_takes_alignment_and_uniformity_from_every_stsb_split(

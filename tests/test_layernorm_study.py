@@ -1,10 +1,13 @@
 """The LayerNorm study (TNCSE Figure 5, JTCSE Fig. 8): removing LayerNorms, the norm input of the
 tensor-norm loss, their settings, the save/load round trip, the norm probe, the tables and figures."""
 
+import copy
 import json
+import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -12,6 +15,7 @@ from torch import nn
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
 from pipeline import losses
+from pipeline.analysis import norm_probe, probe_sentences
 from pipeline.config import TrainSettings, parse_params
 from pipeline.errors import PipelineError
 from pipeline.modeling import (
@@ -23,6 +27,12 @@ from pipeline.modeling import (
     load_backbone,
 )
 from pipeline.modeling.layernorm import CONFIG_KEY
+from pipeline.reporting.render import markdown
+from pipeline.reporting.report import write_tables
+from pipeline.reporting.runs import ExperimentSearch, Run
+from pipeline.reporting.spec import load_tables, parse_tables
+from pipeline.reporting.surface import SURFACE_K, SURFACE_T, tensor_norm_surface
+from pipeline.reporting.tables import RunSource, build_table
 from pipeline.training_tasks import TwinTask
 
 from conftest import REPO_ROOT
@@ -241,3 +251,115 @@ def test_twin_task_of_the_study_removes_layernorms_and_saves_k(towers, tmp_path)
     assert (manifest["norm_input"], manifest["drop_layernorm"]) == ("last_hidden_cls", 2)
     for name in ("I", "II"):
         assert count_layernorms(load_backbone(tmp_path / "joint" / name)) == 2
+
+
+# ----------------------------------------------------------------------------- the norm probe
+
+
+def test_probe_sentences_are_a_seeded_sample_of_distinct_lines():
+    corpus = [f"sentence {i}" for i in range(300)] + ["sentence 0", "  "]
+    sample = probe_sentences(corpus, 100, seed=7)
+    assert len(sample) == len(set(sample)) == 100 and set(sample) <= set(corpus) - {"  "}
+    assert sample == probe_sentences(corpus, 100, seed=7) and sample != probe_sentences(corpus, 100, seed=8)
+    with pytest.raises(PipelineError, match="analysis.norm_probe_sentences=400 is more than the corpus's 300"):
+        probe_sentences(corpus, 400, seed=7)
+
+
+PROBE = ["a girl is styling her hair .", "the cat sat on the mat .", "two dogs run in the park .",
+         "a man plays a guitar", "it rains", "children are playing football on a sunny day in the city park ."]
+
+
+def test_norm_probe_numbers_are_the_norms_of_the_models_outputs(towers):
+    probes = norm_probe({"one": [(str(towers[0]), 1.0)], "pair": [(str(towers[0]), 1.0), (str(towers[1]), 1.0)]},
+                        PROBE, max_length=128, batch_size=4)
+    tokenizer = AutoTokenizer.from_pretrained(towers[0])
+    norms = {}
+    for tower in towers:
+        with torch.no_grad():
+            out = BertModel.from_pretrained(str(tower)).eval()(**tokenizer(PROBE, padding=True, return_tensors="pt"))
+        norms[tower] = out.last_hidden_state[:, 0].double().norm(dim=-1), out.pooler_output.double().norm(dim=-1)
+    assert probes["one"]["last_hidden_cls"]["mean"] == pytest.approx(float(norms[towers[0]][0].mean()), rel=1e-6)
+    assert probes["one"]["pooler"]["std"] == pytest.approx(float(norms[towers[0]][1].std(unbiased=False)), rel=1e-4)
+    pooled = torch.cat([norms[towers[0]][0], norms[towers[1]][0]])
+    assert probes["pair"]["last_hidden_cls"]["mean"] == pytest.approx(float(pooled.mean()), rel=1e-6)
+    assert probes["pair"]["last_hidden_cls"]["max"] == pytest.approx(float(pooled.max()), rel=1e-6)
+    assert probes["pair"]["towers"][str(towers[1])]["pooler"]["mean"] == pytest.approx(float(norms[towers[1]][1].mean()))
+    assert probes["one"]["sentences"] == 6 and probes["one"]["dropped_layernorm_layers"] == {str(towers[0]): 0}
+
+
+def test_removing_layernorms_changes_the_probed_norm_spread(towers, tmp_path):
+    for k in (1, 2):
+        drop_layernorms(load_backbone(towers[0]), k).save_pretrained(tmp_path / f"k{k}")
+    models = {"k0": [(str(towers[0]), 1.0)], **{f"k{k}": [(str(tmp_path / f"k{k}"), 1.0)] for k in (1, 2)}}
+    probes = norm_probe(models, PROBE, max_length=32, batch_size=4)
+    assert probes["k2"]["dropped_layernorm_layers"] == {str(tmp_path / "k2"): 2}
+    # the last LayerNorm puts every h^L near √d (unit weights of a random model): removing it frees the norm
+    spread = {name: probe["last_hidden_cls"]["std"] / probe["last_hidden_cls"]["mean"] for name, probe in probes.items()}
+    assert spread["k1"] > 2 * spread["k0"] and spread["k2"] > 2 * spread["k0"]
+    assert probes["k1"]["last_hidden_cls"]["mean"] != pytest.approx(probes["k0"]["last_hidden_cls"]["mean"], rel=1e-3)
+
+
+# ----------------------------------------------------------------------------- the loss surface
+
+
+def test_surface_values_are_the_loss_function_at_sampled_points():
+    ks, ts = np.linspace(*SURFACE_K, 7), np.linspace(*SURFACE_T, 5)
+    values = tensor_norm_surface(ks, ts)
+    assert values.shape == (7, 5)
+    generator = torch.Generator().manual_seed(0)
+    for i, j in [(0, 0), (3, 2), (6, 4), (2, 1), (5, 3)]:
+        k, t = float(ks[i]), float(ts[j])
+        # any pair of vectors with ‖h⁺‖ = k‖h‖ and cos γ = t, in 16 dimensions
+        h = torch.randn(16, generator=generator, dtype=torch.float64)
+        other = torch.randn(16, generator=generator, dtype=torch.float64)
+        other = other - (other @ h) / (h @ h) * h
+        positive = k * h.norm() * (t * h / h.norm() + math.sqrt(1 - t * t) * other / other.norm())
+        assert values[i, j] == pytest.approx(float(losses.norm_ratio(h[None], positive[None])[0]), rel=1e-9, abs=1e-12)
+        assert values[i, j] == pytest.approx(math.sqrt(1 + k * k - 2 * k * t) / (1 + k), rel=1e-9, abs=1e-12)  # Eq. 3
+    assert tensor_norm_surface([1.0], [1.0])[0, 0] == pytest.approx(0.0, abs=1e-12)  # the minimum at k = t = 1
+
+
+# ----------------------------------------------------------------------------- tables and figures
+
+
+def _study_run(name: str, params: dict, k: int, norm: float, stsb: float) -> Run:
+    params = copy.deepcopy(params)
+    params["train"].update(norm_input="last_hidden_cls", drop_layernorm=k)
+    probe = {"last_hidden_cls": {"mean": norm, "std": norm / 10}, "pooler": {"mean": 8.0, "std": 0.5}}
+    files = {"reports/metrics/joint.json": {"STSBenchmark": {"test": stsb}, "avg": stsb - 20},
+             "reports/analysis/joint.json": {"norm_probe": probe}}
+    return Run(name, params, files, timestamp=f"2026-01-0{k + 1}")
+
+
+def test_the_study_tables_render_our_rows_beside_the_papers_and_draw_their_figures(tiny_params_dict, tmp_path):
+    tables = load_tables(REPO_ROOT / "tables.yaml")
+    old = copy.deepcopy(tiny_params_dict)
+    del old["train"]["norm_input"], old["train"]["drop_layernorm"]  # a workspace from before the study
+    workspace = Run("workspace", old, {"reports/metrics/joint.json": {"STSBenchmark": {"test": 80.0}, "avg": 60.0},
+                                       "reports/analysis/joint.json": {"norm_probe": {
+                                           "last_hidden_cls": {"mean": 6.0, "std": 0.1}, "pooler": {"mean": 8.5, "std": 0.5}}}})
+    runs = [_study_run("exp k1", tiny_params_dict, 1, 14.0, 79.0), _study_run("exp k2", tiny_params_dict, 2, 22.0, 75.0)]
+    source = RunSource(workspace, lambda: ExperimentSearch(runs))
+    table = build_table(tables, "layernorm-tncse", source)
+    rows = {row.label: row for row in table.rows}
+    assert rows["pooler output (TNCSE)"].run == "workspace"  # an old run counts at the defaults: pooler, k = 0
+    assert rows["pooler output (TNCSE)"].ours["STS-B"] == 80.0 and rows["pooler output (TNCSE)"].paper["STS-B"] == 81.72
+    assert rows["h^L, k = 1"].run == "exp k1" and rows["h^L, k = 1"].ours["norm h^L"] == 14.0
+    assert rows["h^L, k = 2"].ours == {"norm h^L": 22.0, "std h^L": 2.2, "norm h^P": 8.0, "STS-B": 75.0, "Avg.": 55.0}
+    assert rows["h^L, k = 3"].missing and "train.drop_layernorm=3" in rows["h^L, k = 3"].command
+    text = markdown(table)
+    assert "14.00 | — | —" in text.replace("\\|", "|") and "between 14 and 16" in text
+
+    written = write_tables([table, build_table(tables, "layernorm-jtcse", source)], tmp_path)
+    names = {path.name for path in written}
+    assert {"layernorm-tncse.png", "layernorm-jtcse.png", "tensor_norm_surface.png"} <= names
+    assert (tmp_path / "layernorm-tncse.png").read_bytes().startswith(b"\x89PNG")
+    readme = (tmp_path / "README.md").read_text()
+    assert "[layernorm-tncse.png](layernorm-tncse.png)" in readme and "[tensor_norm_surface.png]" in readme
+
+
+def test_a_figure_must_draw_columns_of_its_table():
+    raw = yaml.safe_load((REPO_ROOT / "tables.yaml").read_text())
+    raw["tables"]["layernorm-tncse"]["figure"]["line"] = "STS-X"
+    with pytest.raises(PipelineError, match="tables.layernorm-tncse: figure: unknown column 'STS-X'"):
+        parse_tables(raw)
