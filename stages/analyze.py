@@ -35,20 +35,15 @@ def command(
 ) -> None:
     import logging
 
-    import pandas as pd
-
     from pipeline import paths
     from pipeline.paths import ANALYSIS
-    from pipeline.data.sources import json_dumps_compact, write_json_atomic, write_text_atomic
+    from pipeline.data.sources import write_json_atomic
     from pipeline.errors import PipelineError
     from pipeline.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
     from pipeline.evaluation.models import pipeline_models, split_available
     from pipeline.data.readers import STSB_SPLITS, load_sts_benchmark
-    from pipeline.data.sources import atomic_path
-    from pipeline.analysis import grid_bin_labels
     from pipeline.evaluation.sts import load_tasks
-    from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
     from pipeline.training import resolve_device
 
     log = logging.getLogger(NAME)
@@ -79,12 +74,36 @@ def command(
         models, pairs, make_embedder, scores, evaluation.batch_size, evaluation.max_length, device, seq_len, align_pairs
     )
 
-    def write_csv(file: str, rows: list[dict]) -> None:
-        write_text_atomic(ANALYSIS / file, pd.DataFrame(rows).to_csv(index=False))
-
     probes = _norm_probe(settings, models, device)
     for name, report in analysis.reports.items():
         write_json_atomic(ANALYSIS / f"{name}.json", report | {"norm_probe": probes[name]})
+    _write_plot_data(analysis, models)
+
+    backbone = analysis.reports["backbone"]
+    summary(
+        NAME,
+        f"{len(models)} of {len(models) + len(skipped)} models on {len(pairs)} STS-B pairs ({len(skipped)} not trained yet), "
+        f"alignment/uniformity on {len(align_pairs)} ({settings.analysis.align_data}); backbone: "
+        f"alignment {_fmt(backbone['alignment'])}, uniformity {backbone['uniformity']:.3f}, "
+        f"E_CLS {backbone['e_cls_mean']:.4f}, {backbone['gmacs']:.2f} GMAC at {seq_len} tokens, "
+        f"eta {_fmt(backbone['eta'])}; {_probe_line(probes)} -> {ANALYSIS}/",
+    )
+
+
+def _write_plot_data(analysis, models: dict) -> None:
+    """The plot tables and figures under reports/analysis/ (the module doc lists them)."""
+    import logging
+
+    import pandas as pd
+
+    from pipeline.analysis import grid_bin_labels
+    from pipeline.data.sources import atomic_path, json_dumps_compact, write_text_atomic
+    from pipeline.paths import ANALYSIS
+    from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
+
+    def write_csv(file: str, rows: list[dict]) -> None:
+        write_text_atomic(ANALYSIS / file, pd.DataFrame(rows).to_csv(index=False))
+
     write_csv("align_uniform.csv", analysis.align_uniform_table())
     write_csv("cls_energy.csv", analysis.cls_energy_table())
     for label, rows in analysis.cosine_density_tables().items():
@@ -102,17 +121,7 @@ def command(
     joint = [tower for tower, _ in models["joint"]] if "joint" in models else None
     norm_towers = joint or [tower for tower, _ in models["backbone"]]
     write_csv("norm_histogram.csv", analysis.norm_histogram_table(norm_towers))
-    log.info("%s: norm_histogram.csv holds the norms of %s", NAME, " + ".join(norm_towers))
-
-    backbone = analysis.reports["backbone"]
-    summary(
-        NAME,
-        f"{len(models)} of {len(models) + len(skipped)} models on {len(pairs)} STS-B pairs ({len(skipped)} not trained yet), "
-        f"alignment/uniformity on {len(align_pairs)} ({settings.analysis.align_data}); backbone: "
-        f"alignment {_fmt(backbone['alignment'])}, uniformity {backbone['uniformity']:.3f}, "
-        f"E_CLS {backbone['e_cls_mean']:.4f}, {backbone['gmacs']:.2f} GMAC at {seq_len} tokens, "
-        f"eta {_fmt(backbone['eta'])}; {_probe_line(probes)} -> {ANALYSIS}/",
-    )
+    logging.getLogger(NAME).info("%s: norm_histogram.csv holds the norms of %s", NAME, " + ".join(norm_towers))
 
 
 def _norm_probe(settings, models: dict, device) -> dict:
