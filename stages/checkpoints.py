@@ -9,7 +9,7 @@ score). A hub that cannot be reached at all stops with exit code 2. `checkpoints
 (the tiny and small presets) scores only the catalogue's stand-in rows, served offline by a
 loopback hub. Results are cached in data/cache/checkpoints/, so a rerun scores only what changed.
 
-`checkpoints-table` renders reports/checkpoints.md (and .csv): each row ours | paper | Δ, and
+`--table` renders reports/checkpoints.md (and .csv): each row ours | paper | Δ, and
 the authors' README numbers for their released models."""
 
 from pathlib import Path
@@ -20,37 +20,34 @@ from pipeline.config import load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "checkpoints"
-TABLE_NAME = "checkpoints-table"
 RESULTS = Path("reports/checkpoints.json")
+TABLE = Path("reports/checkpoints.md")
 
 
 @stage
 def command(
     params: Path = ParamsOption,
-    output: Path = typer.Option(RESULTS, "--output", help="the results (a DVC metrics file)"),
-) -> None:
-    from pipeline.checkpoints import load_catalogue, score_catalogue
-    from pipeline.data.sources import write_json_atomic
-
-    settings = load_params(params)
-    results = score_catalogue(settings, load_catalogue(settings.checkpoints.catalogue))
-    write_json_atomic(output, results)
-    counts = {}
-    for entry in results["rows"].values():
-        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
-    done = ", ".join(f"{count} {status}" for status, count in counts.items())
-    summary(NAME, f"source {settings.checkpoints.source}: {done} -> {output}")
-
-
-@stage
-def table_command(
-    params: Path = ParamsOption,
-    results: Path = typer.Option(RESULTS, "--results", help="the checkpoints stage's results"),
-    output: Path = typer.Option(Path("reports/checkpoints.md"), "--output", help="the table (Markdown; a .csv beside it)"),
+    table: bool = typer.Option(False, "--table", help="render the table from the results instead of scoring"),
+    results: Path = typer.Option(RESULTS, "--results", help="the results (a DVC metrics file)"),
+    output: Path = typer.Option(TABLE, "--output", help="with --table: the table (Markdown; a .csv beside it)"),
 ) -> None:
     from pipeline.checkpoints import load_catalogue
-    from pipeline.reporting.checkpoints_table import read_results, write_table
 
     settings = load_params(params)
-    table = write_table(load_catalogue(settings.checkpoints.catalogue), read_results(results), output)
-    summary(TABLE_NAME, f"{table.scored} of {table.rows} rows scored -> {output}, {output.with_suffix('.csv')}")
+    catalogue = load_catalogue(settings.checkpoints.catalogue)
+    if table:
+        from pipeline.reporting.checkpoints_table import read_results, write_table
+
+        written = write_table(catalogue, read_results(results), output)
+        summary(NAME, f"table: {written.scored} of {written.rows} rows scored -> {output}, {output.with_suffix('.csv')}")
+        return
+    from pipeline.checkpoints import score_catalogue
+    from pipeline.data.sources import write_json_atomic
+
+    scored = score_catalogue(settings, catalogue)
+    write_json_atomic(results, scored)
+    counts: dict[str, int] = {}
+    for entry in scored["rows"].values():
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    done = ", ".join(f"{count} {status}" for status, count in counts.items())
+    summary(NAME, f"source {settings.checkpoints.source}: {done} -> {results}")

@@ -13,4 +13,3 @@ app = typer.Typer(
 
 for module in (download, rtt, pretrain, joint, distill, evaluate, checkpoints, analyze, report, bench):
     app.command(module.NAME, help=module.__doc__)(module.command)
-app.command(checkpoints.TABLE_NAME, help=checkpoints.__doc__)(checkpoints.table_command)
