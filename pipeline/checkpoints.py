@@ -174,15 +174,15 @@ def _download(repo: str, name: str, tower: Tower, endpoint: str | None, cache_di
     missing, unreachable = _hub_errors()
     try:
         return Path(hf_hub_download(repo, name, subfolder=subfolder, revision=tower.revision, cache_dir=cache_dir, endpoint=endpoint))
-    except missing:
-        return None
-    except unreachable as error:
+    except unreachable as error:  # first: it is an EntryNotFoundError too
         where = endpoint or "the Hugging Face hub"
         raise PipelineError(
             f"could not reach {where} for {repo} ({str(error).splitlines()[0]}); run where the hub is reachable "
             "(data.hub_endpoint or HF_ENDPOINT for a mirror), or set checkpoints.source: standin to score the "
             "catalogue's offline stand-in rows"
         ) from None
+    except missing:
+        return None
 
 
 def _commit(path: Path) -> str:
