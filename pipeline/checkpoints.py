@@ -54,9 +54,8 @@ CACHE = paths.DATA / "cache" / "checkpoints"
 EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
 # The evaluator's code: a change to it invalidates the cached results.
 EVALUATOR_SOURCES = tuple(Path(__file__).resolve().parent / name for name in ("evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py"))
-# What the offline stand-in serves: fake id -> whether it serves tokenizer files (minilm-uc does
-# not, so its row exercises a tower's `tokenizer`). Every id serves `checkpoints.standin_model`.
-STANDIN_IDS = {"standin/minilm-a": True, "standin/minilm-b": True, "standin/minilm-uc": False}
+# The fake ids the offline stand-in serves `checkpoints.standin_model` under.
+STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
 
 
 class _Entry(BaseModel):
@@ -247,13 +246,6 @@ def result_key(row: Row, commits: list[str], params: Params) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def tokenizer_digest(folders: list[str]) -> str:
-    """The tokenizers the folders hold, by content: the embedding cache's key hashes only the weights,
-    and a tower's tokenizer may come from another repo (`Tower.tokenizer`)."""
-    contents = sorted({hashlib.sha256(path.read_bytes()).hexdigest() for folder in folders for path in Path(folder).iterdir() if path.name in TOKENIZER_FILES})
-    return hashlib.sha256("".join(contents).encode()).hexdigest()[:16]
-
-
 def _score(key: str, row: Row, folders: list[str], params: Params, tasks) -> dict:
     from pipeline.evaluation.embedder import HFEmbedder
 
@@ -262,7 +254,9 @@ def _score(key: str, row: Row, folders: list[str], params: Params, tasks) -> dic
     def make_embedder(folder: str) -> HFEmbedder:
         return HFEmbedder(folder, row.pooler, settings.max_length, settings.batch_size, params.device)
 
-    embedder_settings = f"{row.pooler}|{settings.max_length}|tokenizers={tokenizer_digest(folders)}"
+    # The embedding cache keys a tower by its weights; a tokenizer from another repo joins the key.
+    borrowed = sorted({tower.tokenizer for tower in row.towers if tower.tokenizer})
+    embedder_settings = f"{row.pooler}|{settings.max_length}" + (f"|tokenizers={','.join(borrowed)}" if borrowed else "")
     towers = weighted_towers(row, folders)
     return evaluate_models({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings)[key]
 
@@ -308,8 +302,8 @@ def hub_endpoint(params: Params) -> Iterator[str | None]:
     if not (folder / "config.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
         raise PipelineError(f"checkpoints.standin_model={model}: {folder} is not a saved model with {WEIGHTS_FILE}")
     files: dict[str, Path] = {}
-    for repo, with_tokenizer in STANDIN_IDS.items():
-        files.update(model_files(repo, folder, tokenizer=with_tokenizer))
+    for repo in STANDIN_IDS:
+        files.update(model_files(repo, folder))
     with hub_standin(files) as (endpoint, _):
         log.info("checkpoints.source=standin: a loopback hub at %s serves %s as %s", endpoint, model, ", ".join(STANDIN_IDS))
         yield endpoint
