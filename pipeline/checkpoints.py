@@ -53,7 +53,10 @@ COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE = paths.DATA / "cache" / "checkpoints"
 EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
 # The evaluator's code: a change to it invalidates the cached results.
-EVALUATOR_SOURCES = tuple(Path(__file__).resolve().parent / name for name in ("evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py"))
+EVALUATOR_SOURCES = tuple(
+    Path(__file__).resolve().parent / name
+    for name in ("checkpoints.py", "evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py")
+)
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
 
@@ -190,8 +193,9 @@ def _commit(path: Path) -> str:
     return parts[parts.index("snapshots") + 1]
 
 
-def fetch_tower(tower: Tower, endpoint: str | None, cache_dir: Path) -> tuple[Path, str]:
-    """A local model folder for the tower (config, safetensors weights, tokenizer) and its commit."""
+def fetch_tower(tower: Tower, endpoint: str | None, cache_dir: Path) -> tuple[Path, str, str | None]:
+    """A local model folder for the tower (config, safetensors weights, tokenizer), its commit and,
+    for a tokenizer from another repo, that repo's commit."""
     from huggingface_hub.utils import logging as hub_logging
 
     hub_logging.set_verbosity_error()
@@ -211,9 +215,9 @@ def fetch_tower(tower: Tower, endpoint: str | None, cache_dir: Path) -> tuple[Pa
     tokenizer = [path for name in TOKENIZER_FILES if (path := _download(tokenizer_repo, name, tokenizer_tower, endpoint, cache_dir, tokenizer_folder))]
     if not tokenizer:
         raise NotReached(f"{tower.label}: no tokenizer files in {tokenizer_repo}; give the tower a `tokenizer` repo")
-    if tokenizer[0].parent == config.parent:
-        return config.parent, _commit(config)
-    return _assemble(config, weights, tokenizer, cache_dir), _commit(config)
+    if not tower.tokenizer:
+        return config.parent, _commit(config), None
+    return _assemble(config, weights, tokenizer, cache_dir), _commit(config), _commit(tokenizer[0])
 
 
 def _assemble(config: Path, weights: Path, tokenizer: list[Path], cache_dir: Path) -> Path:
@@ -236,7 +240,7 @@ def _evaluator_digest() -> str:
     return digest.hexdigest()
 
 
-def result_key(row: Row, commits: list[str], params: Params) -> str:
+def result_key(row: Row, commits: list, params: Params) -> str:
     """What a row's scores depend on: the row, the resolved commits, the evaluation settings, the evaluator."""
     settings = params.eval
     identity = {
@@ -271,16 +275,17 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
     except NotReached as reason:
         log.warning("%s: not reached: %s", key, reason)
         return {**entry, "status": "not_reached", "reason": str(reason)}
-    commits = [commit for _, commit in fetched]
+    commits = [[commit, tokenizer_commit] for _, commit, tokenizer_commit in fetched]
     entry["towers"] = [
-        {"repo": tower.repo, "subfolder": tower.subfolder, "revision": tower.revision, "commit": commit, "pinned": tower.pinned}
-        for tower, commit in zip(row.towers, commits)
+        {"repo": tower.repo, "subfolder": tower.subfolder, "revision": tower.revision, "commit": commit, "pinned": tower.pinned,
+         **({"tokenizer": tower.tokenizer, "tokenizer_commit": tokenizer_commit} if tower.tokenizer else {})}
+        for tower, (commit, tokenizer_commit) in zip(row.towers, commits)
     ]
     stored = cache_dir / "results" / f"{result_key(row, commits, params)}.json"
     if stored.is_file():
         log.info("%s: scores from the result cache (%s)", key, stored)
         return {**entry, "status": "scored", "scores": json.loads(stored.read_text())}
-    scores = _score(key, row, [str(folder) for folder, _ in fetched], params, tasks)
+    scores = _score(key, row, [str(folder) for folder, _, _ in fetched], params, tasks)
     from pipeline.data.sources import write_json_atomic
 
     write_json_atomic(stored, scores)

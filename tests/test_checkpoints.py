@@ -190,6 +190,7 @@ def test_rows_score_as_their_towers_do(workspace, towers):
     assert "never loaded" in results["pickle-only"]["reason"]
     assert "tokenizer" in results["no-tokenizer"]["reason"]
     assert results["uc"]["towers"][2]["commit"] == STANDIN_COMMIT and results["uc"]["towers"][2]["pinned"] is False
+    assert results["uc"]["towers"][2]["tokenizer_commit"] == STANDIN_COMMIT and "tokenizer" not in results["uc"]["towers"][0]
     expected = {
         "single": _direct([towers["a"]], [1.0], tasks),
         "twin": _direct([towers["a"], towers["b"]], [1.0, 1.0], tasks),
