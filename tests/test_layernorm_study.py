@@ -3,6 +3,7 @@ tensor-norm loss, their settings, the save/load round trip, the norm probe, the 
 
 import copy
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
 
@@ -363,3 +365,17 @@ def test_a_figure_must_draw_columns_of_its_table():
     raw["tables"]["layernorm-tncse"]["figure"]["line"] = "STS-X"
     with pytest.raises(PipelineError, match="tables.layernorm-tncse: figure: unknown column 'STS-X'"):
         parse_tables(raw)
+
+
+def test_loading_a_study_model_reports_only_weights_missing_besides_the_removed_layernorms(tmp_path, caplog):
+    drop_layernorms(tiny_model(), 2).save_pretrained(tmp_path / "m")
+    with caplog.at_level(logging.WARNING):
+        load_backbone(tmp_path / "m")
+    assert not [record for record in caplog.records if "LOAD REPORT" in record.getMessage() or "lacks" in record.getMessage()]
+    weights = load_file(tmp_path / "m" / "model.safetensors")
+    del weights["pooler.dense.weight"]
+    save_file(weights, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
+    with caplog.at_level(logging.WARNING):
+        load_backbone(tmp_path / "m")
+    (warning,) = [record.getMessage() for record in caplog.records if "lacks" in record.getMessage()]
+    assert warning.endswith("newly initialised: pooler.dense.weight")

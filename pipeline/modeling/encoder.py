@@ -26,7 +26,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.config import POOLERS
 from pipeline.errors import PipelineError
-from pipeline.modeling.layernorm import drop_layernorms, dropped_layers
+from pipeline.modeling.layernorm import check_missing_keys, drop_layernorms, dropped_layers, quiet_transformers, recorded_drop
 
 _POOLERS_NEEDING_ALL_LAYERS = ("avg_first_last", "avg_top2")
 _CLS_POOLERS = ("cls", "cls_before_pooler")
@@ -101,7 +101,12 @@ def load_backbone(path: str | Path, dropout: float | None = None, **options) -> 
     A model saved with LayerNorms removed (`dropped_layernorm_layers` in its config) gets the same
     LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training."""
     with model_folder_errors(path):
-        model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
+        if not recorded_drop(path):
+            model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
+        else:  # the removed LayerNorms are missing from the weights on purpose: no "newly initialized" report
+            with quiet_transformers():
+                model, info = AutoModel.from_pretrained(str(path), add_pooling_layer=True, output_loading_info=True, **options)
+            check_missing_keys(model, info["missing_keys"], path)
     require_pooler_layer(model)
     if dropped_layers(model):
         drop_layernorms(model, dropped_layers(model))

@@ -17,11 +17,20 @@ so), which is why the pipeline loads models through `load_backbone` only.
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.utils import logging as hf_logging
 
 from pipeline.config import describe_allowed_drop
 from pipeline.errors import PipelineError
+
+log = logging.getLogger(__name__)
 
 CONFIG_KEY = "dropped_layernorm_layers"
 LAYERNORMS_PER_LAYER = 2  # after attention, after the feed-forward block
@@ -74,3 +83,40 @@ def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
 def count_layernorms(model: PreTrainedModel) -> int:
     """The `nn.LayerNorm` modules left in the encoder layers (2 per layer in a stock model)."""
     return sum(isinstance(module, nn.LayerNorm) for module in model.encoder.layer.modules())
+
+
+def recorded_drop(path: str | Path) -> int:
+    """k recorded in a local model folder's config.json (0 for a hub id or a folder without it)."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return 0
+    try:
+        return int(json.loads(config.read_text(encoding="utf-8")).get(CONFIG_KEY, 0) or 0)
+    except (ValueError, TypeError, AttributeError):
+        return 0  # an unreadable config is for the loader to report
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Transformers' own warnings off (its weight-loading report), back as they were afterwards."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def check_missing_keys(model: PreTrainedModel, missing: list[str], path: str | Path) -> None:
+    """Warn about weights a folder lacks other than the LayerNorms its config says were removed."""
+    k = dropped_layers(model)
+    first = len(model.encoder.layer) - k
+    removed = {
+        f"encoder.layer.{index}.{block}.LayerNorm.{name}"
+        for index in range(first, len(model.encoder.layer))
+        for block in ("attention.output", "output")
+        for name in ("weight", "bias")
+    }
+    unexpected = sorted(key for key in missing if key.removeprefix(f"{model.base_model_prefix}.") not in removed)
+    if unexpected:
+        log.warning("%s lacks weights besides its removed LayerNorms, newly initialised: %s", path, ", ".join(unexpected))
