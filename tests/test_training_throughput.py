@@ -119,4 +119,5 @@ def test_peak_memory_is_the_peak_not_the_current_rss():
     del block
     after = rss_mb()
     assert during - after > 200  # the memory went back: the current RSS would miss it
-    assert peak_memory_mb(torch.device("cpu")) >= during
+    peak = peak_memory_mb(torch.device("cpu"))
+    assert peak > after + 200 and peak > during - 16  # the kernel's high-water mark lags the RSS by a few pages
