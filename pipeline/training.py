@@ -17,7 +17,7 @@ loss stays on the device: it is read to the host every `LOSS_READ_EVERY` steps, 
 evaluation, before a checkpoint and at the end (`LossLog`), so the host never waits for the GPU
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
 With `compile` (`auto`: on CUDA) the model's forward runs through `torch.compile`.
-Checkpoints (`<checkpoint_dir>/step-<N>/`, `pipeline.checkpoints`) survive a kill; a rerun with
+Checkpoints (`<checkpoint_dir>/step-<N>/`, `pipeline.training_checkpoints`) survive a kill; a rerun with
 the same fingerprint resumes from the newest.
 """
 
@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from pipeline.batching import Batch, TokenizedExamples, Tokenizers, batch_loader, epoch_batches, steps_per_epoch, to_device
-from pipeline.checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint, unwrap
+from pipeline.training_checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint, unwrap
 from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, write_json_atomic, write_text_atomic

@@ -15,7 +15,7 @@ from pipeline.batching import (
     epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,
 )
 from pipeline.runtime import RunContext
-from pipeline.checkpoints import load_checkpoint as _load_checkpoint, save_checkpoint as _save_checkpoint
+from pipeline.training_checkpoints import load_checkpoint as _load_checkpoint, save_checkpoint as _save_checkpoint
 from pipeline.training import train
 from pipeline.training_tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask
 
