@@ -27,20 +27,13 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from pipeline.config import describe_allowed_drop
+from pipeline.config import validate_drop_layernorm
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = "dropped_layernorm_layers"
 LAYERNORMS_PER_LAYER = 2  # after attention, after the feed-forward block
-
-
-def validate_drop_layernorm(k: int, num_layers: int, key: str = "train.drop_layernorm") -> int:
-    """0 ≤ k ≤ L, as an int; otherwise one line naming the key."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= num_layers:
-        raise PipelineError(f"{key}={k!r} is out of range; allowed: {describe_allowed_drop(num_layers)}")
-    return k
 
 
 def dropped_layers(model: PreTrainedModel) -> int:

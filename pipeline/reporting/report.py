@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.data.sources import atomic_path, write_text_atomic
+from pipeline.io import atomic_path, write_text_atomic
 from pipeline.paths import ANALYSIS, TABLES
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.tables import Table
