@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pipeline.errors import PipelineError
+from pipeline.models import STUDENTS, check_models, dvc_models
 
 PARAMS_FILE = Path("params.yaml")
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
@@ -158,7 +159,14 @@ class StudentSettings(OptimSettings):
 
 
 class DistillSettings(Section):
-    teachers: dict[Literal["joint", "uc"], StudentSettings]
+    teachers: dict[Literal[tuple(STUDENTS.values())], StudentSettings]  # type: ignore[valid-type]
+
+
+class ModelOutputs(Section):
+    """The DVC outputs an `evaluate@<model>` stage depends on (`pipeline.models.dvc_models`)."""
+
+    model: str
+    also: str
 
 
 class MtebSettings(Section):
@@ -202,6 +210,9 @@ class Params(Section):
     eval: EvalSettings = EvalSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     report: dict[str, Any] = {}
+    models: dict[str, ModelOutputs] = Field(
+        default_factory=lambda: dvc_models(), description="the evaluated models (dvc.yaml's evaluate foreach)"
+    )
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Params":
@@ -218,6 +229,7 @@ class Params(Section):
             )
         if set(self.towers) != {"I", "II"}:
             raise ValueError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")
+        check_models({name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers)
         return self
 
     @property

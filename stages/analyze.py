@@ -1,7 +1,7 @@
 """Alignment/uniformity, CLS energy, norm statistics, attention sink and maps, inference cost.
 
 Reads params.yaml (eval.max_pairs, eval.batch_size, eval.max_length, eval.pooler, eval.cost_length,
-analysis.align_data, device), the pipeline's models (`pipeline.evaluation.models.pipeline_models`;
+analysis.align_data, device), the pipeline's models (`pipeline.models.pipeline_models`;
 those not trained yet are skipped with a log line, the backbone is required), STS-B
 (data/raw/senteval) and each model's 7-STS average from reports/metrics/<model>.json. Writes
 reports/analysis/<model>.json and the plot data align_uniform.csv, cls_energy.csv,
@@ -41,7 +41,7 @@ def command(
     from pipeline.errors import PipelineError
     from pipeline.evaluation.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
-    from pipeline.evaluation.models import pipeline_models, split_available
+    from pipeline.models import pipeline_models, split_available
     from pipeline.data.readers import STSB_SPLITS, load_sts_benchmark
     from pipeline.data.sources import atomic_path
     from pipeline.evaluation.analysis import grid_bin_labels

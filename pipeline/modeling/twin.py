@@ -41,7 +41,6 @@ from pipeline.errors import PipelineError
 from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
 from pipeline.config import CROSS_MODES, CROSS_OUTPUTS, describe_allowed_cael  # noqa: F401 (re-exported)
-from pipeline.modeling.ensembles import twin_sum
 
 
 def validate_cael(cael: int, num_layers: int, key: str = "train.cael") -> int:
@@ -223,6 +222,7 @@ class TwinEncoder(nn.Module):
 
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path)."""
+        """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path): the
+        twin of the model registry (`pipeline.models.WeightedTowers.twin`) on the model in training."""
         h_I, h_II = (last_layer_cls(tower, input_ids, attention_mask) for tower in self.towers)
-        return twin_sum(h_I, h_II)
+        return h_I + h_II
