@@ -16,7 +16,6 @@ import yaml
 from transformers import AutoTokenizer, BertConfig
 from typer.testing import CliRunner
 
-from pipeline.config import parse_params
 from pipeline.analysis import (
     GOLD_BINS,
     alignment,
