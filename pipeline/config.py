@@ -211,7 +211,8 @@ class Params(Section):
     analysis: AnalysisSettings = AnalysisSettings()
     report: dict[str, Any] = {}
     models: dict[str, ModelOutputs] = Field(
-        default_factory=lambda: dvc_models(), description="the evaluated models (dvc.yaml's evaluate foreach)"
+        default_factory=lambda: {name: ModelOutputs(**entry) for name, entry in dvc_models().items()},
+        description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry",
     )
 
     @model_validator(mode="after")

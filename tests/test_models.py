@@ -84,6 +84,11 @@ def test_bad_models_are_refused_at_load(tiny_params_dict, edit, message):
     assert str(error.value).startswith(message)
 
 
+def test_without_models_every_registry_model_is_evaluated(tiny_params_dict):
+    del tiny_params_dict["models"]
+    assert tuple(pipeline_models(parse_params(tiny_params_dict))) == MODEL_NAMES
+
+
 def test_a_subset_of_models_is_evaluated_in_registry_order(tiny_params_dict):
     entries = tiny_params_dict["models"]
     tiny_params_dict["models"] = {name: entries[name] for name in ("uc", "backbone")}
