@@ -35,7 +35,7 @@ def command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
-    from pipeline.data.sources import write_json_atomic
+    from pipeline.io import write_json_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.sts import format_table
 

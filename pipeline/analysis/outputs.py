@@ -68,7 +68,7 @@ def _sts_pairs(params: Params) -> tuple[list, list]:
 def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineAnalysis:
     """Analyse every trained model of the pipeline and write the files of reports/analysis/."""
     from pipeline.evaluation.embedder import HFEmbedder
-    from pipeline.training import resolve_device
+    from pipeline.runtime import resolve_device
 
     device = resolve_device(params.device)
     evaluation = params.eval
@@ -98,7 +98,7 @@ def write_outputs(analysis: Analysis, models: dict[str, WeightedTowers], folder:
     joint model's two towers, or the backbone while no joint model exists."""
     import pandas as pd
 
-    from pipeline.data.sources import atomic_path, json_dumps_compact, write_json_atomic, write_text_atomic
+    from pipeline.io import atomic_path, json_dumps_compact, write_json_atomic, write_text_atomic
     from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
 
     def write_csv(file: str, rows: list[dict]) -> None:

@@ -20,7 +20,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.sts import Embedder, evaluate_models, load_tasks
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
-from pipeline.training import resolve_device
+from pipeline.runtime import resolve_device
 
 
 def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:

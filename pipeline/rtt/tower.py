@@ -11,7 +11,7 @@ from __future__ import annotations
 from pipeline import paths
 from pipeline.config import Params, RttSettings
 from pipeline.data.readers import read_corpus
-from pipeline.data.sources import write_text_atomic
+from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline.rtt.cache import TranslationCache
 from pipeline.rtt.roundtrip import RoundTripResult, round_trip
