@@ -1,4 +1,4 @@
-"""Encoders of the pipeline: one sentence encoder, the TNCSE/JTCSE twin, ensembles, DDP gathering.
+"""Encoders of the pipeline: one sentence encoder, the TNCSE/JTCSE twin, DDP gathering.
 
 All models are stock Hugging Face BERT-family `PreTrainedModel`s (BERT, RoBERTa; MiniLM is BERT)
 loaded with their pooler layer, so every tower saves and loads with `save_pretrained` /
@@ -44,8 +44,7 @@ Public API:
   `validate_cross_outputs(value, key)`, `CROSS_MODES`, `validate_cross_mode(mode, cross_outputs, key)`.
 - `cross_layer_cls(layer, hidden, mask, other_layer, other_hidden) -> (B, d)`: [CLS] of one CAEL's
   cross outputs (the only row the objective reads, so the only one computed).
-- `twin_sum(h_I, h_II)`, `tower_sum(embeddings)`, `uc_ensemble(h_I, h_II, h_uc, weight)`,
-  `PAPER_UC_WEIGHT`.
+- Ensembles of saved towers (twin, UC) are `pipeline.models.WeightedTowers`.
 - `drop_layernorms(model, k)`: both LayerNorms of the last k encoder layers become `nn.Identity`
   (the LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8); k is recorded in the config
   (`dropped_layernorm_layers`) and `load_backbone` reapplies it; `dropped_layers(model)`,
@@ -79,7 +78,6 @@ from pipeline.modeling.layernorm import (
     dropped_layers,
     validate_drop_layernorm,
 )
-from pipeline.modeling.ensembles import PAPER_UC_WEIGHT, tower_sum, twin_sum, uc_ensemble
 from pipeline.modeling.twin import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -95,7 +93,6 @@ from pipeline.modeling.twin import (
 __all__ = [
     "CROSS_MODES",
     "CROSS_OUTPUTS",
-    "PAPER_UC_WEIGHT",
     "POOLERS",
     "EncoderOutput",
     "SentenceEncoder",
@@ -103,9 +100,9 @@ __all__ = [
     "TwinOutput",
     "cael_layers",
     "count_layernorms",
+    "cross_layer_cls",
     "drop_layernorms",
     "dropped_layers",
-    "cross_layer_cls",
     "gather_with_grad",
     "last_layer_cls",
     "layer_cls",
@@ -116,9 +113,6 @@ __all__ = [
     "model_folder_errors",
     "pool",
     "set_dropout",
-    "tower_sum",
-    "twin_sum",
-    "uc_ensemble",
     "validate_cael",
     "validate_cross_mode",
     "validate_cross_outputs",
