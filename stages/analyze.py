@@ -5,8 +5,9 @@ analysis.align_data, device), the pipeline's models (`pipeline.evaluation.models
 those not trained yet are skipped with a log line, the backbone is required), STS-B
 (data/raw/senteval) and each model's 7-STS average from reports/metrics/<model>.json. Writes
 reports/analysis/<model>.json and the plot data align_uniform.csv, cls_energy.csv,
-cosine_density_<lo>-<hi>.csv, cosine_grid.csv + .png (JTCSE Fig. 5), attention_maps.json + .png
-(JTCSE Fig. 9), norm_histogram.csv.
+cosine_density_<lo>-<hi>.csv, cosine_grid.csv (JTCSE Fig. 5), attention_maps.json (JTCSE Fig. 9),
+norm_histogram.csv, and the figures (PNG) under reports/figures/: alignment_uniformity,
+cls_energy, cosine_density, norm_histogram, attention_sink, cosine_grid, attention_maps.
 
 Per model JSON: alignment (pairs with gold > 4) and uniformity (t = 2) on the STS-B sentences of
 analysis.align_data (all splits, or the capped test split), e_cls (per layer; for an ensemble the
@@ -43,10 +44,9 @@ def command(
     from pipeline.evaluation.embedder import HFEmbedder
     from pipeline.evaluation.models import pipeline_models, split_available
     from pipeline.data.readers import STSB_SPLITS, load_sts_benchmark
-    from pipeline.data.sources import atomic_path
     from pipeline.analysis import grid_bin_labels
     from pipeline.evaluation.sts import load_tasks
-    from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
+    from pipeline.reporting.figures import analysis_figures, write_figures
     from pipeline.training import resolve_device
 
     log = logging.getLogger(NAME)
@@ -88,17 +88,13 @@ def command(
         write_csv(f"cosine_density_{label}.csv", rows)
     write_csv("cosine_grid.csv", analysis.cosine_grid_table())
 
-    def write_png(file: str, data: bytes) -> None:
-        with atomic_path(ANALYSIS / file) as temporary:
-            temporary.write_bytes(data)
-
-    write_png("cosine_grid.png", cosine_grid_figure({name: density.grid for name, density in analysis.densities.items()}, grid_bin_labels()))
     maps = {_tower_label(tower, models): data for tower, data in analysis.attention_maps().items()}
     write_text_atomic(ANALYSIS / "attention_maps.json", json_dumps_compact(maps) + "\n")
-    write_png("attention_maps.png", attention_map_figure(maps))
     joint = [tower for tower, _ in models["joint"]] if "joint" in models else None
     norm_towers = joint or [tower for tower, _ in models["backbone"]]
     write_csv("norm_histogram.csv", analysis.norm_histogram_table(norm_towers))
+    norm_label = "joint model's towers" if joint else "backbone"
+    write_figures(analysis_figures(analysis, maps, norm_towers, norm_label, grid_bin_labels()), paths.FIGURES)
     log.info("%s: norm_histogram.csv holds the norms of %s", NAME, " + ".join(norm_towers))
 
     backbone = analysis.reports["backbone"]
@@ -108,7 +104,7 @@ def command(
         f"alignment/uniformity on {len(align_pairs)} ({settings.analysis.align_data}); backbone: "
         f"alignment {_fmt(backbone['alignment'])}, uniformity {backbone['uniformity']:.3f}, "
         f"E_CLS {backbone['e_cls_mean']:.4f}, {backbone['gmacs']:.2f} GMAC at {seq_len} tokens, "
-        f"eta {_fmt(backbone['eta'])} -> {ANALYSIS}/",
+        f"eta {_fmt(backbone['eta'])} -> {ANALYSIS}/, {paths.FIGURES}/",
     )
 
 
