@@ -11,7 +11,7 @@ the project's one STS evaluator (`pipeline.evaluation.sts.evaluate_models`).
   reported `not_reached` with the hub's answer, and the others go on.
 - A hub that cannot be reached at all is a `PipelineError` (exit 2) naming the offline choice:
   `checkpoints.source: standin` scores only the catalogue's stand-in rows, served by a loopback hub
-  (`pipeline.data.hub_standin`) from a packaged model under fake ids: the same download and
+  (`pipeline.data.hub_standin`) from the downloaded backbone under fake ids: the same download and
   scoring code, offline.
 - Each result is cached under data/cache/checkpoints/results/, keyed by the row, the commits the
   hub resolved, the evaluation settings and the evaluator's source, so a rerun only asks the hub
@@ -225,7 +225,7 @@ def _assemble(config: Path, weights: Path, tokenizer: list[Path], cache_dir: Pat
     files = [config, weights, *tokenizer]
     folder = cache_dir / "assembled" / hashlib.sha256("\n".join(map(str, files)).encode()).hexdigest()[:24]
     if not folder.is_dir():
-        from pipeline.data.sources import atomic_directory
+        from pipeline.io import atomic_directory
 
         with atomic_directory(folder) as temporary:
             for path in files:
@@ -286,7 +286,7 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
         log.info("%s: scores from the result cache (%s)", key, stored)
         return {**entry, "status": "scored", "scores": json.loads(stored.read_text())}
     scores = _score(key, row, [str(folder) for folder, _, _ in fetched], params, tasks)
-    from pipeline.data.sources import write_json_atomic
+    from pipeline.io import write_json_atomic
 
     write_json_atomic(stored, scores)
     return {**entry, "status": "scored", "scores": scores}
@@ -316,7 +316,7 @@ def hub_endpoint(params: Params) -> Iterator[str | None]:
 
 def score_catalogue(params: Params, catalogue: Catalogue, cache_dir: Path = CACHE) -> dict:
     """Every selected row's entry (in catalogue order) with the run's settings: the stage's metrics file."""
-    from pipeline.training import resolve_device
+    from pipeline.runtime import resolve_device
 
     settings = params.checkpoints
     resolve_device(params.device)

@@ -38,7 +38,7 @@ def command(
 
     from pipeline import paths
     from pipeline.paths import ANALYSIS
-    from pipeline.data.sources import json_dumps_compact, write_json_atomic, write_text_atomic
+    from pipeline.io import json_dumps_compact, write_json_atomic, write_text_atomic
     from pipeline.errors import PipelineError
     from pipeline.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
@@ -47,7 +47,7 @@ def command(
     from pipeline.analysis import grid_bin_labels
     from pipeline.evaluation.sts import load_tasks
     from pipeline.reporting.figures import analysis_figures, write_figures
-    from pipeline.training import resolve_device
+    from pipeline.runtime import resolve_device
 
     log = logging.getLogger(NAME)
     settings = load_params(params)

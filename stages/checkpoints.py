@@ -42,7 +42,7 @@ def command(
         summary(NAME, f"table: {written.scored} of {written.rows} rows scored -> {output}, {output.with_suffix('.csv')}")
         return
     from pipeline.checkpoints import score_catalogue
-    from pipeline.data.sources import write_json_atomic
+    from pipeline.io import write_json_atomic
 
     scored = score_catalogue(settings, catalogue)
     write_json_atomic(results, scored)

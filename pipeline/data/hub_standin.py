@@ -16,18 +16,24 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator, Mapping
 
-# The commit every served file claims to belong to (a stand-in has one revision).
-STANDIN_COMMIT = "0" * 40
-
-
 def _body(source: bytes | Path) -> bytes:
     return source if isinstance(source, bytes) else Path(source).read_bytes()
+
+
+def standin_commit(files: Mapping[str, bytes | Path]) -> str:
+    """The commit every served file claims to belong to: a digest of all of them, so different
+    contents are a different commit (as on the hub)."""
+    digest = hashlib.sha1()
+    for path in sorted(files):
+        digest.update(path.encode() + hashlib.sha256(_body(files[path])).digest())
+    return digest.hexdigest()
 
 
 @contextmanager
 def hub_standin(files: Mapping[str, bytes | Path]) -> Iterator[tuple[str, list[str]]]:
     """Serve `files` ({'<repo>/resolve/<rev>/<name>': bytes or a file}); yields (endpoint, requested paths)."""
     requested: list[str] = []
+    commit = standin_commit(files)
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, with_body: bool) -> None:
@@ -44,7 +50,7 @@ def hub_standin(files: Mapping[str, bytes | Path]) -> Iterator[tuple[str, list[s
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
-            self.send_header("X-Repo-Commit", STANDIN_COMMIT)
+            self.send_header("X-Repo-Commit", commit)
             self.end_headers()
             if with_body:
                 self.wfile.write(body)

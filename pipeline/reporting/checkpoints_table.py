@@ -15,7 +15,7 @@ import pandas as pd
 
 from pipeline.checkpoints import COLUMNS, Catalogue, our_column
 from pipeline.config import read_yaml_file
-from pipeline.data.sources import write_text_atomic
+from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline.reporting.render import signed
 
@@ -86,7 +86,7 @@ def build_table(catalogue: Catalogue, results: dict) -> CheckpointTable:
     grid = pd.DataFrame(lines, columns=["System", *COLUMNS, "Status"])
     pairs = "all pairs" if results.get("max_pairs") is None else f"the first {results['max_pairs']} pairs of each task"
     source = (
-        "STAND-IN (offline): the packaged model served by a loopback hub under fake ids, not the papers' checkpoints"
+        "STAND-IN (offline): checkpoints.standin_model served by a loopback hub under fake ids, not the papers' checkpoints"
         if results.get("source") == "standin" else "public checkpoints from the Hugging Face hub"
     )
     scored = sum(record["status"] == "scored" for record in records)

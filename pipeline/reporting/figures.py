@@ -242,7 +242,7 @@ def analysis_figures(
 
 def write_figures(figures: Mapping[str, bytes], folder: Path) -> list[Path]:
     """Each PNG atomically under `folder`; returns the paths written."""
-    from pipeline.data.sources import atomic_path
+    from pipeline.io import atomic_path
 
     written = []
     for name, data in figures.items():
