@@ -56,7 +56,7 @@ EMBEDDING_CACHE = paths.EMBEDDINGS_CACHE  # shared with the evaluate stage
 # The evaluator's code: a change to it invalidates the cached results.
 EVALUATOR_SOURCES = tuple(
     Path(__file__).resolve().parent / name
-    for name in ("checkpoints.py", "evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py")
+    for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py")
 )
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
