@@ -173,11 +173,23 @@ class EvalSettings(Section):
     max_pairs: int | None = Field(
         None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale); null = all"
     )
-    batch_size: int = Field(128, ge=1)
+    batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")
     max_length: int = Field(128, ge=4)
+    token_budget: int = Field(
+        16384, ge=4, description="the STS evaluator's batches: at most this many padded tokens (sentences × longest)"
+    )
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
     cost_length: int = Field(64, ge=1, description="tokens per sentence for the inference-cost count (GMACs, η)")
     mteb: MtebSettings = MtebSettings()
+
+    @model_validator(mode="after")
+    def _budget_holds_a_sentence(self) -> "EvalSettings":
+        if self.token_budget < self.max_length:
+            raise ValueError(
+                f"eval.token_budget={self.token_budget} is less than eval.max_length={self.max_length}: a batch must "
+                f"hold one sentence of the longest length; raise eval.token_budget to {self.max_length} or more"
+            )
+        return self
 
 
 class AnalysisSettings(Section):

@@ -71,7 +71,8 @@ def command(
     seq_len = evaluation.cost_length
 
     def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, settings.device)
+        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, settings.device,
+                          token_budget=evaluation.token_budget)
 
     analysis = analyze_models(
         models, pairs, make_embedder, scores, evaluation.batch_size, evaluation.max_length, device, seq_len, align_pairs

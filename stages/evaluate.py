@@ -31,6 +31,8 @@ def command(
     senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
+    token_budget: int = typer.Option(DEFAULTS.token_budget, "--token-budget", min=4,
+                                     help="padded tokens per batch (sentences sorted by length); at least --max-length"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
@@ -50,7 +52,11 @@ def command(
     else:
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
-        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
+        if token_budget < max_length:
+            raise PipelineError(f"--token-budget {token_budget} is less than --max-length {max_length}: a batch must hold "
+                                "one sentence of the longest length; raise --token-budget")
+        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, EvalSettings(
+            batch_size=batch_size, max_length=max_length, token_budget=token_budget), device)
         label = " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
     write_json_atomic(output, results)
@@ -58,7 +64,8 @@ def command(
     summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
 
 
-def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device) -> dict:
+def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, sizes: EvalSettings, device) -> dict:
+    """`sizes`: batch size, maximum length and token budget (validated together)."""
     from pipeline.errors import PipelineError
     from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.evaluation.sts import evaluate_models, load_tasks
@@ -75,6 +82,7 @@ def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, m
     sources = [resolve_model_source(name) for name in model]
 
     def make_embedder(source: str) -> HFEmbedder:
-        return HFEmbedder(source, pooler, max_length, batch_size, device)
+        return HFEmbedder(source, pooler, sizes.max_length, sizes.batch_size, device, token_budget=sizes.token_budget)
 
-    return evaluate_models({"model": [(source, 1.0) for source in sources]}, sts_tasks, make_embedder, batch_size)["model"]
+    models = {"model": [(source, 1.0) for source in sources]}
+    return evaluate_models(models, sts_tasks, make_embedder, sizes.batch_size)["model"]

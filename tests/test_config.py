@@ -31,6 +31,8 @@ def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
         (lambda p: p["rtt"].update(backend="bing"), "rtt.backend='bing'"),
         (lambda p: p["train"].update(losses=["nce", "magic"]), "train.losses.1='magic'"),
         (lambda p: p["pretrain"].update(rtt_as="both"), "pretrain.rtt_as='both'"),
+        (lambda p: p["eval"].update(token_budget=100), "eval.token_budget=100 is less than eval.max_length=128"),
+        (lambda p: p["eval"].update(token_budget=2), "eval.token_budget=2"),
     ],
 )
 def test_bad_values_give_one_line_naming_key_and_value(tiny_params_dict, edit, expected):

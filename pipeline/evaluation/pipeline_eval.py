@@ -66,13 +66,14 @@ def evaluate_pipeline_model(name: str, params: Params) -> dict:
     settings = params.eval
 
     def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device)
+        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device,
+                          token_budget=settings.token_budget)
 
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs)
     extra_tasks = mteb_tasks(params) if settings.mteb.enabled else []  # before any embedding work
     results = evaluate_models(
         {name: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE,
-        embedder_settings=f"{settings.pooler}|{settings.max_length}",
+        embedder_settings=f"{settings.pooler}|{settings.max_length}|{settings.token_budget}",
     )[name]
     if settings.mteb.enabled:
         results["mteb"] = mteb_scores(params, extra_tasks, towers, make_embedder)
