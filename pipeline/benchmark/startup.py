@@ -6,6 +6,7 @@
   `import_s` (the evaluator's modules: torch, transformers, scipy), `load_s` (tokenizer and weights
   into an `HFEmbedder` on the device), `first_call_s` (the first batch, kernel and allocator
   warm-up included) and `steady_call_s` (the same batch again); `warmup_s` is their difference.
+  On CUDA `cuda_init_s` (the CUDA context) is timed apart, before the load.
 
 Each figure is the median over `repeats` processes. `import_top` lists the modules whose import
 takes longest (`python -X importtime`), so the next cut is visible in the file.
@@ -20,6 +21,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from pipeline.errors import PipelineError
 
 PROBE_SENTENCES = 64
 
@@ -39,6 +42,12 @@ def probe(model: str, device: str, pooler: str, max_length: int) -> dict[str, fl
     from pipeline.evaluation.embedder import HFEmbedder
 
     imported = time.perf_counter()
+    cuda = {}
+    if device == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # the context exists once a tensor does
+        cuda = {"cuda_init_s": time.perf_counter() - imported}
+        imported = time.perf_counter()
     embedder = HFEmbedder(model, pooler, max_length, device=device)
     loaded = time.perf_counter()
     sentences = probe_sentences()
@@ -51,13 +60,22 @@ def probe(model: str, device: str, pooler: str, max_length: int) -> dict[str, fl
         return time.perf_counter() - begin
 
     first, steady = call(), call()
-    return {"import_s": imported - started, "load_s": loaded - imported, "first_call_s": first,
-            "steady_call_s": steady, "warmup_s": first - steady}
+    return {"import_s": imported - started - cuda.get("cuda_init_s", 0.0), **cuda, "load_s": loaded - imported,
+            "first_call_s": first, "steady_call_s": steady, "warmup_s": first - steady}
+
+
+def _run(command: list[str]) -> str:
+    """stdout of `command` run from the repository root; its failure is one line with its last error line."""
+    done = subprocess.run(command, capture_output=True, text=True, cwd=_root())
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PipelineError(f"start-up probe `{' '.join(command[1:])}` failed: {last}")
+    return done.stdout
 
 
 def _wall(command: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True, cwd=_root())
+    _run(command)
     return time.perf_counter() - started
 
 
@@ -69,7 +87,7 @@ def import_top(count: int = 8) -> list[dict]:
     """The slowest imports (cumulative) of the evaluator's modules, from `python -X importtime`."""
     code = "import pipeline.evaluation.sts, pipeline.evaluation.embedder"
     stderr = subprocess.run([sys.executable, "-X", "importtime", "-c", code], check=True, capture_output=True,
-                            text=True, cwd=_root()).stderr
+                            text=True, cwd=_root()).stderr  # a failing import already failed in the probe
     rows = []
     for line in stderr.splitlines():
         parts = line.split("|")
@@ -81,10 +99,10 @@ def import_top(count: int = 8) -> list[dict]:
 
 def measure_startup(model: str, device: str, pooler: str, max_length: int, repeats: int = 3) -> dict:
     """Median seconds of each start-up part over `repeats` fresh processes (see the module doc)."""
-    probe_command = [sys.executable, "-m", "pipeline.benchmark.startup", "--probe", "--model", str(model),
+    model = str(Path(model).resolve()) if Path(model).is_dir() else str(model)  # the probes run from the repository root
+    probe_command = [sys.executable, "-m", "pipeline.benchmark.startup", "--probe", "--model", model,
                      "--device", device, "--pooler", pooler, "--max-length", str(max_length)]
-    probes = [json.loads(subprocess.run(probe_command, check=True, capture_output=True, text=True,
-                                        cwd=_root()).stdout.splitlines()[-1]) for _ in range(repeats)]
+    probes = [json.loads(_run(probe_command).splitlines()[-1]) for _ in range(repeats)]
     result = {
         "interpreter_s": statistics.median(_wall([sys.executable, "-c", "pass"]) for _ in range(repeats)),
         "cli_help_s": statistics.median(_wall([sys.executable, "-m", "stages", "evaluate", "--help"])
@@ -92,8 +110,18 @@ def measure_startup(model: str, device: str, pooler: str, max_length: int, repea
         **{key: statistics.median(run[key] for run in probes) for key in probes[0]},
     }
     result = {key: round(value, 3) for key, value in result.items()}
-    result["total_s"] = round(result["import_s"] + result["load_s"] + result["first_call_s"], 3)
+    result["total_s"] = round(sum(result[key] for key in ("import_s", "cuda_init_s", "load_s", "first_call_s") if key in result), 3)
     return {**result, "repeats": repeats, "probe_sentences": PROBE_SENTENCES, "import_top": import_top()}
+
+
+def bench_startup(inputs) -> dict:
+    """The benchmark's `startup` section: the evaluate stage's start-up on the benchmark's model and device."""
+    settings = inputs.params.eval
+    inputs.advance("bench startup")
+    result = measure_startup(str(inputs.backbone), inputs.context.device.type, settings.pooler, settings.max_length,
+                             repeats=inputs.scale.eval_repeats)
+    inputs.advance(done=1)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
