@@ -39,14 +39,14 @@ def command(
     from pipeline import paths
     from pipeline.data.sources import write_json_atomic
     from pipeline.errors import PipelineError
-    from pipeline.evaluation.sts import format_table
 
     if name is not None:
         if model or output:
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
+        settings = load_params(params)  # a bad params file fails before the evaluator's imports (seconds)
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
-        results = evaluate_pipeline_model(name, load_params(params))
+        results = evaluate_pipeline_model(name, settings)
         output = paths.METRICS / f"{name}.json"
         label = name
     else:
@@ -58,6 +58,8 @@ def command(
         results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, EvalSettings(
             batch_size=batch_size, max_length=max_length, token_budget=token_budget), device)
         label = " + ".join(model)
+    from pipeline.evaluation.sts import format_table
+
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
     write_json_atomic(output, results)
     mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""

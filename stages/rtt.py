@@ -8,10 +8,6 @@ from pathlib import Path
 
 import typer
 
-from pipeline.data.readers import read_corpus
-from pipeline.data.sources import write_text_atomic
-from pipeline.errors import PipelineError
-from pipeline.rtt import TranslationCache, make_translator, round_trip
 from pipeline.config import load_params
 from stages.common import ParamsOption, stage, summary
 
@@ -23,6 +19,12 @@ CACHE_DIR = Path("data/cache/rtt")
 
 @stage
 def command(tower: str = typer.Option(..., help="tower name from params towers (I or II)"), params: Path = ParamsOption) -> None:
+    # here, not at the top: the translation clients (requests, bs4) would slow every stage's start-up
+    from pipeline.data.readers import read_corpus
+    from pipeline.data.sources import write_text_atomic
+    from pipeline.errors import PipelineError
+    from pipeline.rtt import TranslationCache, make_translator, round_trip
+
     settings = load_params(params)
     if tower not in settings.towers:
         raise PipelineError(f"unknown tower '{tower}'; the towers in {params} are: {', '.join(settings.towers)}")
