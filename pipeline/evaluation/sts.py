@@ -8,7 +8,8 @@
 
 The evaluator is built around an `Embedder` (a batch of sentences → embeddings), so it does not
 care how a model is built. Every unique sentence of all tasks is encoded once per tower, in
-length-sorted batches (little padding); ensembles are weighted sums of their towers' tables.
+length-sorted batches (little padding; an `HFEmbedder` fills them up to a token budget);
+ensembles are weighted sums of their towers' tables.
 
 Agreement with SentEval: SentEval encodes each side of each pair in its own padded batch, so the
 same sentence gets embeddings that differ by float rounding, and it scores cosines in float32.
