@@ -31,8 +31,9 @@ def command(
     senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
-    token_budget: int = typer.Option(DEFAULTS.token_budget, "--token-budget", min=4,
-                                     help="padded tokens per batch (sentences sorted by length); at least --max-length"),
+    token_budget: str = typer.Option(DEFAULTS.token_budget, "--token-budget",
+                                     help="padded tokens per batch (sentences sorted by length), at least --max-length; "
+                                     "auto: by device"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
@@ -52,11 +53,8 @@ def command(
     else:
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
-        if token_budget < max_length:
-            raise PipelineError(f"--token-budget {token_budget} is less than --max-length {max_length}: a batch must hold "
-                                "one sentence of the longest length; raise --token-budget")
-        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, EvalSettings(
-            batch_size=batch_size, max_length=max_length, token_budget=token_budget), device)
+        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval,
+                                      batch_sizes(batch_size, max_length, token_budget), device)
         label = " + ".join(model)
     from pipeline.evaluation.sts import format_table
 
@@ -64,6 +62,17 @@ def command(
     write_json_atomic(output, results)
     mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
     summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
+
+
+def batch_sizes(batch_size: int, max_length: int, token_budget: str) -> EvalSettings:
+    """The options' batch settings; a token budget that is not `auto` or a number of tokens ≥ --max-length is an error."""
+    from pipeline.errors import PipelineError
+
+    budget = token_budget if token_budget == "auto" else int(token_budget) if token_budget.isdigit() else None
+    if budget is None or (budget != "auto" and budget < max_length):
+        raise PipelineError(f"--token-budget {token_budget} is not auto or a number of tokens of at least --max-length "
+                            f"{max_length} (a batch must hold one sentence of the longest length)")
+    return EvalSettings(batch_size=batch_size, max_length=max_length, token_budget=budget)
 
 
 def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, sizes: EvalSettings, device) -> dict:

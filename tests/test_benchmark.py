@@ -31,6 +31,7 @@ from pipeline.benchmark import (
 )
 from pipeline.benchmark.readme import readme_block, render_readme_section
 from pipeline.config import TrainSettings, parse_params
+from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET
 from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError
 from pipeline.training import RunContext
@@ -201,7 +202,8 @@ def test_run_benchmarks_on_a_one_point_grid(quick_run):
     evaluation = results["evaluation"]
     assert evaluation["sentences"] == 2 * 4 * len(params.eval.tasks)
     variants = ("evaluator", "evaluator_fixed_batches", "evaluator_stock_forward", "naive")
-    assert set(variants) <= set(evaluation) and evaluation["token_budget"] == params.eval.token_budget
+    assert set(variants) <= set(evaluation) and params.eval.token_budget == "auto"
+    assert evaluation["token_budget"] == AUTO_TOKEN_BUDGET["cpu"]
     seconds = {name: evaluation[name]["seconds"]["median"] for name in variants}
     assert evaluation["speedup"] == _rounded(seconds["naive"] / seconds["evaluator"], 3)
     assert evaluation["speedup_from_batching"] == _rounded(seconds["naive"] / seconds["evaluator_stock_forward"], 3)
@@ -249,7 +251,7 @@ def test_evaluation_counts_the_tokens_each_batching_feeds(quick_run, backbone):
     assert (fixed["padded_tokens"], fixed["batches"]) == (padded, batches)
     budgeted = [[]]  # greedy: longest first, a batch grows while (count + 1) × its first length fits the budget
     for sentence in unique:
-        if budgeted[-1] and (len(budgeted[-1]) + 1) * length[budgeted[-1][0]] > params.eval.token_budget:
+        if budgeted[-1] and (len(budgeted[-1]) + 1) * length[budgeted[-1][0]] > evaluation["token_budget"]:
             budgeted.append([])
         budgeted[-1].append(sentence)
     padded = sum(len(batch) * length[batch[0]] for batch in budgeted)

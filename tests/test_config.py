@@ -33,6 +33,7 @@ def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
         (lambda p: p["pretrain"].update(rtt_as="both"), "pretrain.rtt_as='both'"),
         (lambda p: p["eval"].update(token_budget=100), "eval.token_budget=100 is less than eval.max_length=128"),
         (lambda p: p["eval"].update(token_budget=2), "eval.token_budget=2"),
+        (lambda p: p["eval"].update(token_budget="many"), "eval.token_budget='many'"),
     ],
 )
 def test_bad_values_give_one_line_naming_key_and_value(tiny_params_dict, edit, expected):

@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
 from pipeline.data.readers import ScoredPair, read_sts_subset
-from pipeline.evaluation.embedder import HFEmbedder, pad_batch, token_budget_batches
+from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET, HFEmbedder, pad_batch, token_budget_batches
 from pipeline.evaluation.sts import (
     StsTask,
     combine_tables,
@@ -145,7 +145,9 @@ def test_token_budget_batches_cover_every_sentence_once_within_the_budget():
 
 
 def test_pad_batch_pads_like_the_tokenizer(tiny_berts):
-    tokenizer = HFEmbedder(tiny_berts[0]).tokenizer
+    embedder = HFEmbedder(tiny_berts[0], device="cpu")
+    assert embedder.token_budget == AUTO_TOKEN_BUDGET["cpu"]  # token_budget="auto" resolves by device
+    tokenizer = embedder.tokenizer
     texts = ["a", "a girl is styling her hair .", "two dogs"]
     expected = tokenizer(texts, padding=True, return_tensors="pt")
     input_ids, mask = pad_batch(tokenizer(texts)["input_ids"], tokenizer.pad_token_id)
@@ -267,7 +269,8 @@ def test_command_on_tiny_random_berts_gives_finite_scores(tiny_berts, tmp_path):
         (["--model", "MODEL", "--tasks", "STS99"], "unknown STS task 'STS99'"),
         (["--model", "MODEL", "--pooler", "max"], "--pooler=max is not a known pooler"),
         (["--model", "MODEL", "--senteval", "nowhere"], "SentEval data folder nowhere does not exist; run `dvc repro download`"),
-        (["--model", "MODEL", "--token-budget", "64"], "--token-budget 64 is less than --max-length 128"),
+        (["--model", "MODEL", "--token-budget", "64"], "--token-budget 64 is not auto or a number of tokens of at least --max-length 128"),
+        (["--model", "MODEL", "--token-budget", "many"], "--token-budget many is not auto"),
     ],
 )
 def test_command_errors_are_one_line_with_exit_code_2(tiny_berts, tmp_path, args, message):

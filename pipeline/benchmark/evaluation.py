@@ -185,6 +185,7 @@ def bench_evaluation(inputs: BenchInputs) -> dict:
     differences = {"naive": float(np.abs(ours - outputs["naive"]).max()),
                    "evaluator_fixed_batches": float(np.abs(ours - outputs["evaluator_fixed_batches"].lookup(sentences)).max())}
     result = _evaluation_result(timings, counts, sentences, tasks, differences, inputs)
+    result["token_budget"] = embedder.token_budget  # `auto` resolved for the device
     log.info("bench evaluation: evaluator %.0f sentences/s, fixed batches %.0f, naive %.0f (%.2fx the fixed batches, "
              "%.2fx the naive loop; batching %.2fx, [CLS]-only last layer %.2fx)",
              result["evaluator"]["sentences_per_s"], result["evaluator_fixed_batches"]["sentences_per_s"],
