@@ -2,7 +2,8 @@
 
 - `interpreter_s`: `python -c pass`, the floor of any process;
 - `cli_help_s`: `python -m stages evaluate --help`, the command line alone (every stage module imported);
-- in one fresh process (`python -m pipeline.benchmark.startup --probe`), as the evaluate stage runs:
+- in one fresh process (this file run with `--probe`, not importing the benchmark package), as the
+  evaluate stage runs:
   `import_s` (the evaluator's modules: torch, transformers, scipy), `load_s` (tokenizer and weights
   into an `HFEmbedder` on the device), `first_call_s` (the first batch, kernel and allocator
   warm-up included) and `steady_call_s` (the same batch again); `warmup_s` is their difference.
@@ -64,12 +65,12 @@ def probe(model: str, device: str, pooler: str, max_length: int) -> dict[str, fl
             "first_call_s": first, "steady_call_s": steady, "warmup_s": first - steady}
 
 
-def _run(command: list[str]) -> str:
+def _run(command: list[str], label: str | None = None) -> str:
     """stdout of `command` run from the repository root; its failure is one line with its last error line."""
     done = subprocess.run(command, capture_output=True, text=True, cwd=_root())
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise PipelineError(f"start-up probe `{' '.join(command[1:])}` failed: {last}")
+        raise PipelineError(f"start-up probe `{label or ' '.join(command[1:])}` failed: {last}")
     return done.stdout
 
 
@@ -100,9 +101,12 @@ def import_top(count: int = 8) -> list[dict]:
 def measure_startup(model: str, device: str, pooler: str, max_length: int, repeats: int = 3) -> dict:
     """Median seconds of each start-up part over `repeats` fresh processes (see the module doc)."""
     model = str(Path(model).resolve()) if Path(model).is_dir() else str(model)  # the probes run from the repository root
-    probe_command = [sys.executable, "-m", "pipeline.benchmark.startup", "--probe", "--model", model,
-                     "--device", device, "--pooler", pooler, "--max-length", str(max_length)]
-    probes = [json.loads(_run(probe_command).splitlines()[-1]) for _ in range(repeats)]
+    arguments = ["--probe", "--model", model, "--device", device, "--pooler", pooler, "--max-length", str(max_length)]
+    # this file run as a script: `-m pipeline.benchmark.startup` would first import the package (torch, transformers)
+    code = f"import runpy, sys; sys.argv = {[__file__, *arguments]!r}; runpy.run_path({__file__!r}, run_name='__main__')"
+    probe_command = [sys.executable, "-c", code]
+    label = " ".join(["startup.py", *arguments])
+    probes = [json.loads(_run(probe_command, label).splitlines()[-1]) for _ in range(repeats)]
     result = {
         "interpreter_s": statistics.median(_wall([sys.executable, "-c", "pass"]) for _ in range(repeats)),
         "cli_help_s": statistics.median(_wall([sys.executable, "-m", "stages", "evaluate", "--help"])
