@@ -21,7 +21,7 @@ CACHE_DIR = Path("data/cache/rtt")
 def command(tower: str = typer.Option(..., help="tower name from params towers (I or II)"), params: Path = ParamsOption) -> None:
     # here, not at the top: the translation clients (requests, bs4) would slow every stage's start-up
     from pipeline.data.readers import read_corpus
-    from pipeline.data.sources import write_text_atomic
+    from pipeline.io import write_text_atomic
     from pipeline.errors import PipelineError
     from pipeline.rtt import TranslationCache, make_translator, round_trip
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from pipeline.errors import PipelineError
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
-from pipeline.training import resolve_device
+from pipeline.runtime import resolve_device
 
 # `token_budget: auto`: padded tokens per batch by device. Measured on 2 CPU cores (MiniLM, 840 STS
 # sentences): 1,024-2,048 tokens 1.45x the old fixed batches of 64, 16,384 0.53x (large activations
