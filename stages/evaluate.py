@@ -1,7 +1,7 @@
 """Evaluate a model on the 7 STS tasks (SentEval protocol): Spearman × 100 of cosine similarity.
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
-pipeline's models (backbone, pretrain-I, pretrain-II, ensemble, joint, joint-D, uc, uc-D) with the
+pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
 eval settings of params.yaml, MTEB included when eval.mteb.enabled, and writes
 reports/metrics/<model>.json.
 
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from pipeline import paths
 from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, load_params
 from stages.common import ParamsOption, stage, summary
 
@@ -28,7 +29,7 @@ def command(
     pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2"),
     tasks: list[str] = typer.Option(list(DEFAULTS.tasks), "--tasks", help="STS task, repeatable; default all seven"),
     max_pairs: int | None = typer.Option(None, "--max-pairs", min=MIN_EVAL_PAIRS, help="first N pairs of each task; default all"),
-    senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
+    senteval: Path = typer.Option(paths.SENTEVAL, "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
     token_budget: str = typer.Option(DEFAULTS.token_budget, "--token-budget",
@@ -37,7 +38,6 @@ def command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
-    from pipeline import paths
     from pipeline.io import write_json_atomic
     from pipeline.errors import PipelineError
 
@@ -48,13 +48,15 @@ def command(
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
         results = evaluate_pipeline_model(name, settings)
-        output = paths.METRICS / f"{name}.json"
+        output = paths.metrics_file(name)
         label = name
     else:
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
-        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval,
-                                      batch_sizes(batch_size, max_length, token_budget), device)
+        budget = token_budget_option(token_budget, max_length)
+        from pipeline.evaluation.pipeline_eval import evaluate_standalone
+
+        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, budget)
         label = " + ".join(model)
     from pipeline.evaluation.sts import format_table
 
@@ -64,36 +66,12 @@ def command(
     summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
 
 
-def batch_sizes(batch_size: int, max_length: int, token_budget: str) -> EvalSettings:
-    """The options' batch settings; a token budget that is not `auto` or a number of tokens ≥ --max-length is an error."""
+def token_budget_option(token_budget: str, max_length: int) -> int | str:
+    """`auto` or a number of tokens ≥ --max-length (a batch must hold one sentence of the longest length)."""
     from pipeline.errors import PipelineError
 
     budget = token_budget if token_budget == "auto" else int(token_budget) if token_budget.isdigit() else None
     if budget is None or (budget != "auto" and budget < max_length):
         raise PipelineError(f"--token-budget {token_budget} is not auto or a number of tokens of at least --max-length "
                             f"{max_length} (a batch must hold one sentence of the longest length)")
-    return EvalSettings(batch_size=batch_size, max_length=max_length, token_budget=budget)
-
-
-def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, sizes: EvalSettings, device) -> dict:
-    """`sizes`: batch size, maximum length and token budget (validated together)."""
-    from pipeline.errors import PipelineError
-    from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
-    from pipeline.evaluation.sts import evaluate_models, load_tasks
-    from pipeline.modeling.encoder import validate_pooler
-    from pipeline.runtime import resolve_device
-
-    resolve_device(device)
-    if len(model) > 2:
-        raise PipelineError(f"--model given {len(model)} times; give one model or the two towers of a twin")
-    validate_pooler(pooler, "--pooler")
-    if not senteval.is_dir():
-        raise PipelineError(f"SentEval data folder {senteval} does not exist; run `dvc repro download` or pass --senteval DIR")
-    sts_tasks = load_tasks(senteval, tasks, max_pairs)
-    sources = [resolve_model_source(name) for name in model]
-
-    def make_embedder(source: str) -> HFEmbedder:
-        return HFEmbedder(source, pooler, sizes.max_length, sizes.batch_size, device, token_budget=sizes.token_budget)
-
-    models = {"model": [(source, 1.0) for source in sources]}
-    return evaluate_models(models, sts_tasks, make_embedder, sizes.batch_size)["model"]
+    return budget
