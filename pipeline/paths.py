@@ -19,6 +19,7 @@ REPORTS = Path("reports")
 TRAINING_REPORTS = REPORTS / "training"
 METRICS = REPORTS / "metrics"
 ANALYSIS = REPORTS / "analysis"
+MTEB = REPORTS / "mteb"  # MTEB suite results per model (pipeline.evaluation.mteb_suites)
 TABLES = REPORTS / "tables"
 BENCH = REPORTS / "bench.json"
 

@@ -2,8 +2,8 @@
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
 pipeline's models (backbone, pretrain-I, pretrain-II, ensemble, joint, joint-D, uc, uc-D) with the
-eval settings of params.yaml, MTEB included when eval.mteb.enabled, and writes
-reports/metrics/<model>.json.
+eval settings of params.yaml and writes reports/metrics/<model>.json, and
+reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
@@ -44,7 +44,7 @@ def command(
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
-        results = evaluate_pipeline_model(name, load_params(params))
+        results, mteb_results = evaluate_pipeline_model(name, load_params(params))
         output = paths.METRICS / f"{name}.json"
         label = name
     else:
@@ -54,8 +54,14 @@ def command(
         label = " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
     write_json_atomic(output, results)
-    mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
-    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
+    if name is not None:
+        from pipeline.evaluation.mteb_suites import suite_lines
+
+        for line in suite_lines(mteb_results["suites"]):
+            typer.echo(line)
+        write_json_atomic(paths.MTEB / f"{name}.json", mteb_results)
+        output = f"{output}, {paths.MTEB / f'{name}.json'}"
+    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f} -> {output}")
 
 
 def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device) -> dict:

@@ -119,6 +119,17 @@ def load_task_data(task: mteb.AbsTask) -> None:
         ) from None
 
 
+def task_runner(embedder: Embedder, batch_size: int = 64):
+    """A function that evaluates one loaded mteb task with `embedder` and returns its TaskResult."""
+    encoder = EmbedderEncoder(embedder)
+
+    def run(task: mteb.AbsTask):
+        result = mteb.evaluate(encoder, [task], cache=None, encode_kwargs={"batch_size": batch_size}, show_progress_bar=False)
+        return result.task_results[0]
+
+    return run
+
+
 def run_mteb(embedder: Embedder, tasks: Sequence[mteb.AbsTask], batch_size: int = 64) -> dict[str, float]:
     """Each task's mteb main score on its test split, × 100; nothing is cached on disk."""
     for task in tasks:

@@ -21,8 +21,8 @@ from typing import Any
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.paths import ANALYSIS, METRICS
-from pipeline.reporting.spec import ANALYSIS_PREFIX, split_override
+from pipeline.paths import ANALYSIS, METRICS, MTEB
+from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,9 @@ class Run:
     timestamp: str | None = None
 
     def value(self, model: str, column: str) -> float | None:
-        """A table column of one model: `STS12.all` from its metrics, `analysis:gmacs` from its analysis."""
-        if column.startswith(ANALYSIS_PREFIX):
-            return metric_at(self.files.get(analysis_file(model)), column.removeprefix(ANALYSIS_PREFIX))
-        return metric_at(self.files.get(metrics_file(model)), column)
+        """A table column of one model: `STS12.all` from its metrics, `analysis:gmacs` from its analysis,
+        `mteb:suites.<suite>.avg` from its MTEB results."""
+        return metric_at(self.files.get(file_of(model, column)), strip_prefix(column))
 
 
 @dataclass(frozen=True)
@@ -70,6 +69,23 @@ def metrics_file(model: str) -> str:
 
 def analysis_file(model: str) -> str:
     return (ANALYSIS / f"{model}.json").as_posix()
+
+
+def mteb_file(model: str) -> str:
+    return (MTEB / f"{model}.json").as_posix()
+
+
+def file_of(model: str, column: str) -> str:
+    """The report file a column path reads (by its prefix)."""
+    if column.startswith(ANALYSIS_PREFIX):
+        return analysis_file(model)
+    if column.startswith(MTEB_PREFIX):
+        return mteb_file(model)
+    return metrics_file(model)
+
+
+def strip_prefix(column: str) -> str:
+    return column.removeprefix(ANALYSIS_PREFIX).removeprefix(MTEB_PREFIX)
 
 
 def metric_at(data: Any, path: str) -> float | None:
@@ -106,7 +122,7 @@ def has_param(params: dict[str, Any], key: str) -> bool:
 
 def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
     files = {}
-    for folder in (METRICS, ANALYSIS):
+    for folder in (METRICS, ANALYSIS, MTEB):
         for path in sorted((root / folder).glob("*.json")):
             try:
                 files[(folder / path.name).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
