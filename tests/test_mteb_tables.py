@@ -62,7 +62,8 @@ def test_transcribed_cells_match_the_seed_texts(table_id):
 
 
 def test_the_jtcse_suite_averages_are_the_means_of_their_rows_where_every_cell_is_printed():
-    for table_id, average in (("jtcse-mteb-reranking", "Avg. MAP"), ("jtcse-mteb-bitext", "Avg. F1"), ("jtcse-mteb-sts22", "Avg.")):
+    for table_id, average in (("jtcse-mteb-reranking", "Avg. MAP"), ("jtcse-mteb-bitext", "Avg. F1"), ("jtcse-mteb-sts22", "Avg."),
+                              ("jtcse-mteb-retrieval", "45 Avg.")):
         headers = [header for header in TABLES.tables[table_id].columns.values() if header != average]
         for row in TABLES.tables[table_id].rows:
             if all(header in row.paper for header in headers):
