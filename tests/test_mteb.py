@@ -181,3 +181,16 @@ def test_a_hub_task_that_cannot_be_loaded_is_missing_with_its_reason_and_the_oth
     assert "MTEB task STS17 could not be loaded (ConnectionError" in missing["STS17"]
     with pytest.raises(PipelineError, match=r"no MTEB task of eval.mteb.suite could be loaded \(MTEB task STS17"):
         mteb_suites.evaluate_suites(suites[1:], task_runner(tiny_embedder, 32), RAW_STSB, 60, None)
+
+
+def test_the_suite_setting_takes_a_name_or_a_list_and_local_items_is_checked(tiny_params_dict):
+    from pipeline.config import parse_params
+
+    tiny_params_dict["eval"]["mteb"]["suite"] = "jtcse-sts22"
+    assert parse_params(tiny_params_dict).eval.mteb.suite == ["jtcse-sts22"]
+    tiny_params_dict["eval"]["mteb"]["local_items"] = 5
+    with pytest.raises(PipelineError, match=r"eval.mteb.local_items=5: Input should be greater than or equal to 10"):
+        parse_params(tiny_params_dict)
+    tiny_params_dict["eval"]["mteb"] = {"enabled": True, "local": True}
+    with pytest.raises(PipelineError, match=r"unknown setting 'eval.mteb.local'"):
+        parse_params(tiny_params_dict)
