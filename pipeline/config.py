@@ -36,6 +36,73 @@ def describe_allowed_cael(num_layers: int) -> str:
     return f"0 (TNCSE) to {num_layers}, the encoder's layer count"
 
 
+# ---- the rules between settings: each defined once, here -------------------------------------
+# `Params` runs every one at load (`load_params`), so a bad combination stops a stage before any
+# model is loaded. The library's constructors that also take these values directly (`TwinEncoder`,
+# `SentenceEncoder`, `GaussianNegatives`, `twin_objective`: tests and the benchmark build them
+# without a params file) call the same functions; nothing else checks them again.
+
+
+def validate_cael(cael: int, num_layers: int, key: str = "train.cael", backbone: str | None = None) -> int:
+    """`cael` must be an integer from 0 (TNCSE) to the layer count; raise a one-line PipelineError."""
+    allowed = describe_allowed_cael(num_layers)
+    if isinstance(cael, bool) or not isinstance(cael, int):
+        raise PipelineError(f"{key}={cael!r} is not an integer; allowed: {allowed}")
+    if cael < 0:
+        raise PipelineError(f"{key}={cael} is negative; allowed: {allowed}")
+    if cael > num_layers:
+        of = f"backbone '{backbone}'" if backbone else "the backbone"
+        raise PipelineError(f"{key}={cael} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
+    return cael
+
+
+def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
+    if cross_outputs not in CROSS_OUTPUTS:
+        raise PipelineError(f"{key}={cross_outputs} is not known; allowed: {', '.join(CROSS_OUTPUTS)}")
+    return cross_outputs
+
+
+def validate_cross_mode(cross_mode: str, cross_outputs: str, key: str = "train.cross_mode") -> str:
+    if cross_mode not in CROSS_MODES:
+        raise PipelineError(f"{key}={cross_mode} is not known; allowed: {', '.join(CROSS_MODES)}")
+    if cross_mode == "stream" and cross_outputs != "last":
+        raise PipelineError(
+            f"train.cross_outputs={cross_outputs} applies to {key}=side only; the stream mode reads the cross "
+            "streams after the last layer; allowed with stream: last"
+        )
+    return cross_mode
+
+
+def validate_loss_names(losses, key: str = "train.losses") -> tuple[str, ...]:
+    """A non-empty selection of the twin objective's terms."""
+    names = tuple(losses)
+    allowed = ", ".join(LOSS_TERMS)
+    for name in names:
+        if name not in LOSS_TERMS:
+            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
+    if not names:
+        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
+    return names
+
+
+def validate_gaussian(count: int | None, std: float, weight: float, key: str = "gaussian") -> None:
+    """GS-InfoNCE's noise: M >= 0 vectors (None = 3 × batch), σ > 0, λ > 0 (λ = 0 would be log 0)."""
+    if count is not None and count < 0:
+        raise PipelineError(f"{key}.count={count} is negative; allowed: an integer >= 0 or null")
+    if std <= 0:
+        raise PipelineError(f"{key}.std={std} is not positive; allowed: a number > 0")
+    if weight <= 0:
+        raise PipelineError(
+            f"{key}.weight={weight} is not positive; allowed: a number > 0 (to train without the noise set {key}.enabled: false)"
+        )
+
+
+def validate_pooler(pooler: str, key: str = "pooler") -> str:
+    if pooler not in POOLERS:
+        raise PipelineError(f"{key}={pooler} is not a known pooler; allowed: {', '.join(POOLERS)}")
+    return pooler
+
+
 class Section(BaseModel):
     """Base of every section: unknown keys are errors, values are checked on assignment too."""
 
@@ -122,6 +189,9 @@ class OptimSettings(Section):
     eval_at_end: bool = Field(True, description="also evaluate (and maybe select) the weights of the last step")
     save_every: int = Field(250, ge=1)
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
+    compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="run the model's forward through torch.compile; auto = on CUDA only"
+    )
 
 
 class PretrainSettings(OptimSettings):
@@ -194,6 +264,21 @@ class AnalysisSettings(Section):
     )
 
 
+class CheckpointSettings(Section):
+    """The checkpoints stage: which rows of the catalogue it scores, from where (docs/method.md, "Public checkpoints")."""
+
+    catalogue: str = Field("conf/checkpoints.yaml", description="the catalogue of public checkpoints")
+    source: Literal["hub", "standin"] = Field(
+        "hub", description="hub: the catalogue's rows from the Hugging Face hub (data.hub_endpoint); "
+        "standin: only its stand-in rows, served offline by a loopback hub from standin_model",
+    )
+    standin_model: str = Field(
+        "data/backbone", description="what the stand-in serves: a model folder or package:<module>; the backbone "
+        "shares its embeddings with evaluate@backbone",
+    )
+    rows: list[str] | None = Field(None, description="keys of the rows to score; null = every row of the source")
+
+
 class Params(Section):
     scale: Literal["tiny", "small", "paper"]
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
@@ -207,23 +292,27 @@ class Params(Section):
     distill: DistillSettings
     eval: EvalSettings = EvalSettings()
     analysis: AnalysisSettings = AnalysisSettings()
+    checkpoints: CheckpointSettings = CheckpointSettings()
+    # Accepted and ignored: no stage reads it and the presets no longer write it, but the
+    # params.yaml of experiments made before carry `report: {}`, and refusing the key would make
+    # them unreadable (`dvc exp apply`, the report stage's tables built from experiments).
     report: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Params":
-        layers = self.backbone.num_layers
-        if self.train.cael > layers:
-            raise ValueError(
-                f"train.cael={self.train.cael} is more than the {layers} encoder layers of "
-                f"backbone '{self.backbone.name}'; allowed: {describe_allowed_cael(layers)}"
-            )
-        if self.train.cross_mode == "stream" and self.train.cross_outputs != "last":
-            raise ValueError(
-                f"train.cross_outputs={self.train.cross_outputs} applies to train.cross_mode=side only; "
-                "the stream mode reads the cross streams after the last layer (set cross_outputs: last)"
-            )
-        if set(self.towers) != {"I", "II"}:
-            raise ValueError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")
+        """The rules between settings (functions above), as one-line errors at load."""
+        try:
+            if set(self.towers) != {"I", "II"}:
+                raise PipelineError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")
+            validate_cael(self.train.cael, self.backbone.num_layers, backbone=self.backbone.name)
+            validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
+            validate_loss_names(self.train.losses)
+            for section in ("pretrain", "train"):
+                gaussian = getattr(self, section).gaussian
+                if gaussian.enabled:
+                    validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, f"{section}.gaussian")
+        except PipelineError as error:
+            raise ValueError(str(error)) from None
         return self
 
     @property

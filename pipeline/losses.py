@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch.nn import functional as F
 
-from pipeline.config import LOSS_TERMS
-from pipeline.errors import PipelineError
+from pipeline.config import LOSS_TERMS, validate_gaussian, validate_loss_names  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from pipeline.modeling.twin import TwinOutput
@@ -77,12 +76,7 @@ class GaussianNegatives:
     generator: torch.Generator | None = None
 
     def __post_init__(self):
-        if self.count is not None and self.count < 0:
-            raise PipelineError(f"gaussian.count={self.count} is negative; allowed: an integer >= 0 or null")
-        if self.std <= 0:
-            raise PipelineError(f"gaussian.std={self.std} is not positive; allowed: a number > 0")
-        if self.weight <= 0:
-            raise PipelineError(f"gaussian.weight={self.weight} is not positive; allowed: a number > 0")
+        validate_gaussian(self.count, self.std, self.weight)
 
     def logits(self, anchors: torch.Tensor, temperature: float, num_sentences: int) -> torch.Tensor:
         """sim(g_k, h_i)/τ + log λ for every anchor row and noise vector: (R, M)."""
@@ -200,17 +194,6 @@ def joint_icnce(
     first, second = (0, 1) if direction == 1 else (1, 0)
     on_last_cls = icnce(last_cls[first], last_cls[second], temperature, gaussian)
     return on_last_cls + icnce(cross_cls[first], cross_cls[second], temperature, gaussian)
-
-
-def validate_loss_names(losses: Iterable[str], key: str = "train.losses") -> tuple[str, ...]:
-    names = tuple(losses)
-    allowed = ", ".join(LOSS_TERMS)
-    for name in names:
-        if name not in LOSS_TERMS:
-            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
-    if not names:
-        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
-    return names
 
 
 def twin_objective(

@@ -28,10 +28,6 @@ def rtt_file(tower: str) -> Path:
     return DATA / "rtt" / f"{tower}.txt"
 
 
-def rtt_cache(tower: str) -> Path:
-    return DATA / "cache" / "rtt" / f"{tower}.sqlite"
-
-
 def pretrained_tower(tower: str) -> Path:
     return MODELS / "pretrain" / tower
 

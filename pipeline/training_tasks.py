@@ -25,16 +25,15 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from pipeline import losses, paths
 from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, TrainSettings
-from pipeline.data.sources import sha256_of
+from pipeline.io import sha256_of
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_embedder, load_tasks, reported_score
 from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, last_layer_cls, load_backbone
-from pipeline.training import Batch, TrainingResult, planned_steps, resolve_device, run_context, train, write_training_report
+from pipeline.batching import Batch
+from pipeline.runtime import resolve_device, run_context
+from pipeline.training import TrainingResult, planned_steps, train, write_training_report
 
 log = logging.getLogger(__name__)
-
-TWIN_MANIFEST = "twin.json"
-
 
 def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses.GaussianNegatives | None:
     """GS-InfoNCE's noise when enabled (seeded), else None: plain InfoNCE."""
@@ -175,15 +174,6 @@ class TwinTask:
         for name, tower in zip(("I", "II"), model.towers):
             (directory / name).mkdir(parents=True, exist_ok=True)
             save_sentence_model(tower, self.tokenizer, directory / name, self.settings.max_length)
-        manifest = {
-            "towers": ["I", "II"],
-            "embedding": "h_I^L + h_II^L: the sum of the towers' last-layer [CLS] (no pooler)",
-            "pooler": "cls_before_pooler",
-            "weights": [1.0, 1.0],
-            "cael": self.settings.cael,
-            "losses": list(self.settings.losses),
-        }
-        (directory / TWIN_MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
 def _tokenizer_definition(tokenizer: PreTrainedTokenizerBase) -> dict:

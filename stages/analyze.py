@@ -37,17 +37,17 @@ def command(
 
     from pipeline import paths
     from pipeline.paths import ANALYSIS
-    from pipeline.data.sources import json_dumps_compact, write_json_atomic, write_text_atomic
+    from pipeline.io import json_dumps_compact, write_json_atomic, write_text_atomic
     from pipeline.errors import PipelineError
-    from pipeline.evaluation.analysis import analyze_models
+    from pipeline.analysis import analyze_models
     from pipeline.evaluation.embedder import HFEmbedder
     from pipeline.evaluation.models import pipeline_models, split_available
     from pipeline.data.readers import STSB_SPLITS, load_sts_benchmark
-    from pipeline.data.sources import atomic_path
-    from pipeline.evaluation.analysis import grid_bin_labels
+    from pipeline.io import atomic_path
+    from pipeline.analysis import grid_bin_labels
     from pipeline.evaluation.sts import load_tasks
     from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
-    from pipeline.training import resolve_device
+    from pipeline.runtime import resolve_device
 
     log = logging.getLogger(NAME)
     settings = load_params(params)

@@ -46,7 +46,7 @@ def command(
     import json
 
     from pipeline.benchmark import bench_scale, format_summary_table, run_benchmarks
-    from pipeline.data.sources import write_text_atomic
+    from pipeline.io import write_text_atomic
     from pipeline.errors import PipelineError
 
     settings = load_params(params)

@@ -2,7 +2,7 @@
 
 import typer
 
-from stages import analyze, bench, distill, download, evaluate, joint, pretrain, report, rtt
+from stages import analyze, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
 
 app = typer.Typer(
     help="TNCSE/JTCSE reproduction pipeline. Each command is one DVC stage; settings come from params.yaml.",
@@ -11,5 +11,5 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-for module in (download, rtt, pretrain, joint, distill, evaluate, analyze, report, bench):
+for module in (download, rtt, pretrain, joint, distill, evaluate, checkpoints, analyze, report, bench):
     app.command(module.NAME, help=module.__doc__)(module.command)

@@ -44,10 +44,6 @@ def summary(stage_name: str, text: str) -> None:
     typer.echo(f"[{stage_name}] {text}")
 
 
-def not_implemented(stage_name: str, issue: int) -> None:
-    raise PipelineError(f"stage '{stage_name}' is not implemented yet (tracked in issue {issue})")
-
-
 def tower_settings(params: Params, tower: str):
     """The settings of one tower; an unknown tower name is an error listing the towers."""
     if tower not in params.towers:

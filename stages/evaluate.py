@@ -35,7 +35,7 @@ def command(
     params: Path = ParamsOption,
 ) -> None:
     from pipeline import paths
-    from pipeline.data.sources import write_json_atomic
+    from pipeline.io import write_json_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.sts import format_table
 
@@ -69,7 +69,7 @@ def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, m
     from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.evaluation.sts import evaluate_models, load_tasks
     from pipeline.modeling.encoder import validate_pooler
-    from pipeline.training import resolve_device
+    from pipeline.runtime import resolve_device
 
     resolve_device(device)
     if len(model) > 2:

@@ -1,8 +1,8 @@
 """Twin-tower training: TNCSE (train.cael = 0) or JTCSE (train.cael > 0).
 
 Reads data/models/pretrain/{I,II}/, data/raw/corpus.txt and STS-B dev (model selection); writes
-data/models/joint/{I,II}/ (Hugging Face format) with data/models/joint/twin.json saying how to
-combine them, resumable checkpoints in data/checkpoints/joint/ and reports/training/joint.{json,csv}.
+data/models/joint/{I,II}/ (Hugging Face format; the twin's embedding is the sum of the two towers'
+last-layer [CLS]), resumable checkpoints in data/checkpoints/joint/ and reports/training/joint.{json,csv}.
 """
 
 from pathlib import Path

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from pipeline.data.readers import read_corpus
-from pipeline.data.sources import write_text_atomic
+from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline.rtt import TranslationCache, make_translator, round_trip
 from pipeline.config import load_params

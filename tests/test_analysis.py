@@ -17,7 +17,7 @@ from transformers import AutoTokenizer, BertConfig
 from typer.testing import CliRunner
 
 from pipeline.config import parse_params
-from pipeline.evaluation.analysis import (
+from pipeline.analysis import (
     GOLD_BINS,
     alignment,
     analyze_layers,

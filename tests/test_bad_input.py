@@ -22,9 +22,10 @@ import yaml
 from transformers import AutoTokenizer
 
 # Modules, not names: on code without the fixes each test fails by itself instead of the whole file.
-from pipeline import modeling, training, training_tasks
+from pipeline import modeling, runtime, training, training_tasks
 from pipeline.config import OptimSettings, parse_params
-from pipeline.data import readers, sources
+from pipeline import io as atomic_io
+from pipeline.data import readers
 from pipeline.data.readers import MalformedDataError, load_sts_benchmark
 from pipeline.errors import PipelineError
 from pipeline.evaluation import mteb_tasks
@@ -130,9 +131,9 @@ def test_evaluate_stage_refuses_max_pairs_1(project):
 def test_a_non_finite_metric_is_an_error_naming_it_and_nothing_is_written(tmp_path):
     path = tmp_path / "metrics.json"
     with pytest.raises(PipelineError, match=r"metric STS12.subsets.MSRpar is not a finite number"):
-        sources.write_json_atomic(path, {"STS12": {"all": 50.0, "subsets": {"MSRpar": math.nan}}, "avg": 1.0})
+        atomic_io.write_json_atomic(path, {"STS12": {"all": 50.0, "subsets": {"MSRpar": math.nan}}, "avg": 1.0})
     assert not path.exists()
-    sources.write_json_atomic(path, {"avg": 1.0, "best": None})
+    atomic_io.write_json_atomic(path, {"avg": 1.0, "best": None})
     assert json.loads(path.read_text()) == {"avg": 1.0, "best": None}
 
 
@@ -180,7 +181,7 @@ def test_a_run_resumed_at_its_last_step_reports_the_checkpoints_final_loss(tmp_p
     lines = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:48]
     examples = [(line,) for line in lines]
     optim = OptimSettings(batch_size=8, max_length=24, max_steps=4, eval_every=100, save_every=2)
-    context = training.RunContext(torch.device("cpu"), None)
+    context = runtime.RunContext(torch.device("cpu"), None)
 
     def run(task):
         return training.train(task, examples, task.tokenizer, optim, 1e-3, tmp_path / "out", tmp_path / "ckpt", context, 7)
@@ -272,7 +273,7 @@ def test_fingerprint_covers_the_dev_set_settings(tiny_params_dict):
 
 def test_device_must_be_auto_cpu_or_cuda():
     with pytest.raises(PipelineError, match=r"device 'gpu' is not one of auto, cpu, cuda"):
-        training.resolve_device("gpu")
+        runtime.resolve_device("gpu")
 
 
 def test_evaluate_device_gpu_exits_2(project, tmp_path):
@@ -299,11 +300,11 @@ def test_device_cuda_is_checked_when_embeddings_are_cached(project):
 def test_temporary_files_are_not_created_in_the_output_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     tables = Path("reports") / "tables"
-    with sources.atomic_path(tables / "t.md") as temporary:
+    with atomic_io.atomic_path(tables / "t.md") as temporary:
         temporary.write_text("x")
         assert list(tables.iterdir()) == []
         assert temporary.resolve().parent == (tmp_path / ".tmp")
-    with sources.atomic_directory(Path("data") / "checkpoints" / "run" / "step-1") as folder:
+    with atomic_io.atomic_directory(Path("data") / "checkpoints" / "run" / "step-1") as folder:
         (folder / "w").write_text("x")
         assert list((tmp_path / "data" / "checkpoints" / "run").iterdir()) == []
     assert (tables / "t.md").read_text() == "x" and (tmp_path / "data/checkpoints/run/step-1/w").is_file()
@@ -312,7 +313,7 @@ def test_temporary_files_are_not_created_in_the_output_folder(tmp_path, monkeypa
 
 def test_leftovers_of_a_killed_write_are_swept_by_the_next_one(tmp_path):
     code = (
-        "import time; from pathlib import Path; from pipeline.data.sources import atomic_path, atomic_directory\n"
+        "import time; from pathlib import Path; from pipeline.io import atomic_path, atomic_directory\n"
         "with atomic_path(Path('reports/tables/t.md')) as t, atomic_directory(Path('data/checkpoints/r/step-2')) as d:\n"
         "    t.write_text('half'); (d / 'w').write_bytes(b'0' * 1000); print('ready', flush=True); time.sleep(60)\n"
     )
@@ -327,7 +328,7 @@ def test_leftovers_of_a_killed_write_are_swept_by_the_next_one(tmp_path):
     cwd = Path.cwd()
     os.chdir(tmp_path)
     try:
-        sources.write_text_atomic(Path("reports/other.txt"), "y")
+        atomic_io.write_text_atomic(Path("reports/other.txt"), "y")
     finally:
         os.chdir(cwd)
     assert list((tmp_path / ".tmp").iterdir()) == []
@@ -344,13 +345,13 @@ def test_directory_replacement_keeps_the_old_folder_until_the_new_one_is_in_plac
             raise OSError("disk full")
         return real_replace(source, target)
 
-    monkeypatch.setattr(sources.os, "replace", failing_replace)
+    monkeypatch.setattr(atomic_io.os, "replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
-        with sources.atomic_directory(destination) as folder:
+        with atomic_io.atomic_directory(destination) as folder:
             (folder / "new.txt").write_text("new")
     assert (destination / "old.txt").read_text() == "old"
-    monkeypatch.setattr(sources.os, "replace", real_replace)
-    with sources.atomic_directory(destination) as folder:
+    monkeypatch.setattr(atomic_io.os, "replace", real_replace)
+    with atomic_io.atomic_directory(destination) as folder:
         (folder / "new.txt").write_text("new")
     assert [path.name for path in destination.iterdir()] == ["new.txt"]
 
@@ -361,10 +362,23 @@ def test_directory_replacement_keeps_the_old_folder_until_the_new_one_is_in_plac
 def test_outputs_get_the_usual_umask_permissions(tmp_path):
     previous = os.umask(0o022)
     try:
-        sources.write_text_atomic(tmp_path / "metrics.json", "{}")
-        with sources.atomic_directory(tmp_path / "model") as folder:
+        atomic_io.write_text_atomic(tmp_path / "metrics.json", "{}")
+        with atomic_io.atomic_directory(tmp_path / "model") as folder:
             (folder / "w").write_text("x")
     finally:
         os.umask(previous)
     assert (tmp_path / "metrics.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "model").stat().st_mode & 0o777 == 0o755
+
+
+# ----------------------------------------------------------------------------- rules between settings, at load
+
+
+def test_a_bad_combination_stops_the_stage_at_load_before_any_model(project):
+    # No pretrained towers exist in this project: the joint stage must stop on the settings first
+    # (the other rules between settings: tests/test_config.py, through the same load).
+    overrides = {"train.losses": [], "train.gaussian.enabled": True, "train.gaussian.weight": 0.0}
+    result = run_stage(project, "joint", "--params", str(with_settings(project, "combination", **overrides)))
+    line = one_line_exit_2(result)
+    assert line == "error: invalid params: train.losses=[] switches every loss term off; allowed: a non-empty subset of nce, icnce, ictn"
+    assert not (project / "data" / "models").exists()

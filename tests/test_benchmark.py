@@ -33,7 +33,7 @@ from pipeline.benchmark.readme import readme_block, render_readme_section
 from pipeline.config import TrainSettings, parse_params
 from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError
-from pipeline.training import RunContext
+from pipeline.runtime import RunContext
 from pipeline.training_tasks import TwinTask
 from stages import bench
 

@@ -31,6 +31,11 @@ def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
         (lambda p: p["rtt"].update(backend="bing"), "rtt.backend='bing'"),
         (lambda p: p["train"].update(losses=["nce", "magic"]), "train.losses.1='magic'"),
         (lambda p: p["pretrain"].update(rtt_as="both"), "pretrain.rtt_as='both'"),
+        (lambda p: p["train"].update(losses=[]), "train.losses=[] switches every loss term off; allowed: a non-empty subset"),
+        (lambda p: p["train"]["gaussian"].update(enabled=True, weight=0), "train.gaussian.weight=0.0 is not positive"),
+        (lambda p: p["pretrain"]["gaussian"].update(enabled=True, weight=0), "pretrain.gaussian.weight=0.0 is not positive"),
+        (lambda p: p["train"].update(cael=7, cross_mode="side"), "train.cael=7 is more than the 6 encoder layers of backbone 'minilm'"),
+        (lambda p: p["train"].update(compile="yes"), "train.compile='yes'"),
     ],
 )
 def test_bad_values_give_one_line_naming_key_and_value(tiny_params_dict, edit, expected):
@@ -104,3 +109,14 @@ def test_small_preset_composes_to_the_papers_batches_on_the_mirror():
     assert (small.pretrain.batch_size, small.pretrain.max_length, small.pretrain.max_steps) == (64, 32, None)
     assert (small.train.batch_size, small.train.max_length, small.train.max_steps) == (64, 64, None)
     assert small.eval.max_pairs is None and small.analysis.align_data == "all"
+
+
+def test_rules_hold_only_where_they_apply(tiny_params_dict):
+    """GS-InfoNCE's λ = 0 is refused only when it is switched on; `report` from old experiments is accepted."""
+    tiny_params_dict["train"]["gaussian"].update(enabled=False, weight=0)
+    tiny_params_dict["report"] = {}
+    params = parse_params(tiny_params_dict)
+    assert params.train.gaussian.weight == 0 and params.train.compile == "auto"
+    tiny_params_dict["train"]["gaussian"]["enabled"] = True
+    with pytest.raises(PipelineError, match="train.gaussian.weight=0.0 is not positive"):
+        parse_params(tiny_params_dict)

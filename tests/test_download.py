@@ -9,7 +9,8 @@ import yaml
 
 from pipeline.config import parse_params
 from pipeline.data.download import build_corpus, download
-from pipeline.data.sources import Mirror, atomic_path
+from pipeline.data.sources import Mirror
+from pipeline.io import atomic_path
 from pipeline.errors import PipelineError
 
 from conftest import REPO_ROOT

@@ -11,10 +11,12 @@ from pipeline.data.readers import ScoredPair
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences, evaluate_models, uc_ensemble
-from pipeline.training import (
-    RunContext, _load_checkpoint, _save_checkpoint, epoch_batches, length_bucketed_batches, pad_batch, random_batches,
-    steps_per_epoch, tokenize_columns, train,
+from pipeline.batching import (
+    epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,
 )
+from pipeline.runtime import RunContext
+from pipeline.training_checkpoints import load_checkpoint as _load_checkpoint, save_checkpoint as _save_checkpoint
+from pipeline.training import train
 from pipeline.training_tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask
 
 from conftest import MIRROR

@@ -10,7 +10,9 @@ import torch.multiprocessing as mp
 from transformers import AutoTokenizer
 
 from pipeline.config import OptimSettings
-from pipeline.training import RunContext, pad_batch, run_context, tokenize_columns, train
+from pipeline.batching import pad_batch, tokenize_columns
+from pipeline.runtime import RunContext, run_context
+from pipeline.training import train
 from pipeline.training_tasks import SimCSETask
 
 from conftest import MIRROR

@@ -21,11 +21,12 @@ from torch.nn import functional as F
 
 from pipeline import losses
 from pipeline.benchmark.scales import BASELINE_VARIANT, JOINT_VARIANTS, OPTIMISED_VARIANT
-from pipeline.benchmark.step import training_step
+from pipeline.benchmark.step import bench_optimizer, timed_step
 from pipeline.benchmark.timing import free_memory, synchronizer, time_interleaved
 from pipeline.config import GaussianNegativesSettings
 from pipeline.errors import PipelineError
-from pipeline.training import RunContext, pad_batch
+from pipeline.batching import pad_batch
+from pipeline.runtime import RunContext
 
 if TYPE_CHECKING:
     from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
@@ -144,7 +145,7 @@ def _variant_steps(task, model, optimizer, batch: TypicalBatch, context: RunCont
         counter = itertools.count()
         make = batch.padded if padded else batch.dynamic
         loss_fn = partial(looped_twin_loss, task) if looped else None
-        return lambda: training_step(task, model, optimizer, make(), context, next(counter), loss_fn)
+        return lambda: timed_step(task, model, optimizer, make(), context, next(counter), loss_fn)
 
     return {name: variant(name.startswith("padded"), name.endswith("looped")) for name in JOINT_VARIANTS if name in variants}
 
@@ -179,7 +180,7 @@ def bench_joint_padding(inputs: BenchInputs) -> dict:
                             f"including {BASELINE_VARIANT} and {OPTIMISED_VARIANT}")
     task = _joint_task(inputs)
     model = task.model.to(context.device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=task.settings.mode_lr)
+    optimizer = bench_optimizer(model, task.settings.mode_lr, context.device)
     batch = inputs.batch(scale.joint_batch_size, scale.joint_max_length)
     inputs.advance(f"bench joint padding b{scale.joint_batch_size}_l{scale.joint_max_length}")
     loss = joint_loss_check(task, model, batch, context)

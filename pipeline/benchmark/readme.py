@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.benchmark.summary import grid_points, largest_point
-from pipeline.data.sources import write_text_atomic
+from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
 
 BEGIN = "<!-- bench figures: generated from reports/bench.json by python -m pipeline.benchmark.readme; do not edit -->"

@@ -24,7 +24,7 @@ from pipeline.benchmark.training_grid import bench_training
 from pipeline.benchmark.translation import bench_translation
 from pipeline.config import Params
 from pipeline.errors import PipelineError
-from pipeline.training import run_context
+from pipeline.runtime import run_context
 
 SECTION_RUNNERS = {
     "training": bench_training,

@@ -2,7 +2,7 @@
 
 Timings are wall-clock around the call (with `torch.cuda.synchronize()` on CUDA). Peak memory is
 the peak RSS of the process on CPU (Linux: freed heap given back and the high-water mark reset
-before the call) — it includes every model the process holds — and
+before the call; elsewhere the peak since the process started, `getrusage`) — it includes every model the process holds — and
 `torch.cuda.max_memory_allocated` on CUDA.
 """
 
@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 
 import numpy as np
-import psutil
 import torch
 
 from pipeline.errors import PipelineError
+from pipeline.runtime import peak_rss_mb
 
 PUBLIC_TIMING_KEYS = ("median", "min", "max", "iqr", "repeats", "cpu_median")
 
@@ -92,9 +92,9 @@ class PeakMemory:
         elif self._reset:
             self.peak_mb = _read_high_water_mark_kb() / 1024
             self.measure = "peak RSS of the process (VmHWM, reset before the measurement)"
-        else:
-            self.peak_mb = psutil.Process().memory_info().rss / 2**20
-            self.measure = "RSS of the process after the measurement"
+        else:  # no resettable high-water mark (not Linux): the peak since the process started
+            self.peak_mb = peak_rss_mb()
+            self.measure = "peak RSS of the process since it started (getrusage ru_maxrss; no reset possible)"
 
 
 def synchronizer(device: torch.device) -> Callable[[], None] | None:

@@ -12,7 +12,7 @@ import torch
 
 from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
 from pipeline.benchmark.scales import TRAINING_STAGES
-from pipeline.benchmark.step import training_step
+from pipeline.benchmark.step import bench_optimizer, timed_step
 from pipeline.benchmark.timing import free_memory, public, synchronizer, time_repeats
 from pipeline.config import Params, StudentSettings, TrainSettings
 from pipeline.errors import PipelineError
@@ -99,7 +99,7 @@ def _bench_point(inputs: BenchInputs, task, model, optimizer, batch_size: int, m
     context = inputs.context
 
     def step() -> None:
-        training_step(task, model, optimizer, batch.dynamic(), context, next(counter))
+        timed_step(task, model, optimizer, batch.dynamic(), context, next(counter))
 
     try:
         timing = time_repeats(step, inputs.scale.repeats, inputs.scale.warmup, synchronizer(context.device), context.device)
@@ -120,7 +120,7 @@ def _bench_stage(inputs: BenchInputs, stage: str) -> dict:
         inputs.advance(done=len(points))
         return {"skipped": str(error)}
     model = task.model.to(inputs.context.device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    optimizer = bench_optimizer(model, lr, inputs.context.device)
     results: dict = {}
     if stage.startswith("jtcse-"):
         results.update(cross_mode=task.settings.cross_mode, cross_outputs=task.settings.cross_outputs)

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from pipeline.config import Params
 from pipeline.data.readers import read_sick
-from pipeline.data.sources import Mirror, atomic_directory, fetch_backbone, fetch_hub_file, scratch_directory, write_text_atomic
+from pipeline.data.sources import Mirror, fetch_backbone, fetch_hub_file
+from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline.paths import setting_path
 

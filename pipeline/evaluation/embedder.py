@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from pipeline.errors import PipelineError
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
-from pipeline.training import resolve_device
+from pipeline.runtime import resolve_device
 
 # owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")

@@ -14,7 +14,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.models import missing_towers, pipeline_models
 from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_models, load_tasks
-from pipeline.training import resolve_device
+from pipeline.runtime import resolve_device
 
 EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
 

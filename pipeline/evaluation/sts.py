@@ -32,7 +32,7 @@ from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
-from pipeline.data.sources import atomic_path, sha256_of
+from pipeline.io import atomic_path, sha256_of
 
 log = logging.getLogger(__name__)
 

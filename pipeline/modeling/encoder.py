@@ -24,7 +24,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from pipeline.config import POOLERS
+from pipeline.config import POOLERS, validate_pooler  # noqa: F401 (re-exported)
 from pipeline.errors import PipelineError
 
 _POOLERS_NEEDING_ALL_LAYERS = ("avg_first_last", "avg_top2")
@@ -35,12 +35,6 @@ class EncoderOutput(NamedTuple):
     last_cls: torch.Tensor  # (B, d) [CLS] of the last hidden state, h^L
     pooler_output: torch.Tensor  # (B, d) dense + tanh over [CLS], h^P
     pooled: torch.Tensor  # (B, d) the embedding of the chosen pooler
-
-
-def validate_pooler(pooler: str, key: str = "pooler") -> str:
-    if pooler not in POOLERS:
-        raise PipelineError(f"{key}={pooler} is not a known pooler; allowed: {', '.join(POOLERS)}")
-    return pooler
 
 
 def require_pooler_layer(model: PreTrainedModel) -> None:
@@ -122,7 +116,7 @@ def pool(
     `avg_first_last` averages the first Transformer layer's output (`hidden_states[1]`, as in
     SimCSE's evaluation script) and the last layer's, then takes the masked mean.
     """
-    validate_pooler(pooler)
+    assert pooler in POOLERS, pooler  # SentenceEncoder and the settings checked it
     last = hidden_states[-1]
     if pooler == "cls":
         return pooler_output

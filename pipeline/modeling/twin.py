@@ -40,20 +40,10 @@ from transformers.masking_utils import create_bidirectional_mask
 from pipeline.errors import PipelineError
 from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
-from pipeline.config import CROSS_MODES, CROSS_OUTPUTS, describe_allowed_cael  # noqa: F401 (re-exported)
+from pipeline.config import (  # noqa: F401 (the rules are config's; re-exported for the library's users)
+    CROSS_MODES, CROSS_OUTPUTS, validate_cael, validate_cross_mode, validate_cross_outputs,
+)
 from pipeline.modeling.ensembles import twin_sum
-
-
-def validate_cael(cael: int, num_layers: int, key: str = "train.cael") -> int:
-    """`cael` must be an integer from 0 (TNCSE) to the layer count; raise a one-line PipelineError."""
-    allowed = describe_allowed_cael(num_layers)
-    if isinstance(cael, bool) or not isinstance(cael, int):
-        raise PipelineError(f"{key}={cael!r} is not an integer; allowed: {allowed}")
-    if cael < 0:
-        raise PipelineError(f"{key}={cael} is negative; allowed: {allowed}")
-    if cael > num_layers:
-        raise PipelineError(f"{key}={cael} is more than the {num_layers} encoder layers of the backbone; allowed: {allowed}")
-    return cael
 
 
 def cael_layers(cael: int, num_layers: int) -> list[int]:
@@ -63,20 +53,6 @@ def cael_layers(cael: int, num_layers: int) -> list[int]:
     spaced and ending at layer L for any other count (6 layers, cael 4 → layers 2, 3, 5, 6)."""
     validate_cael(cael, num_layers)
     return [-(-k * num_layers // cael) - 1 for k in range(1, cael + 1)]
-
-
-def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
-    if cross_outputs not in CROSS_OUTPUTS:
-        raise PipelineError(f"{key}={cross_outputs} is not known; allowed: {', '.join(CROSS_OUTPUTS)}")
-    return cross_outputs
-
-
-def validate_cross_mode(cross_mode: str, cross_outputs: str, key: str = "train.cross_mode") -> str:
-    if cross_mode not in CROSS_MODES:
-        raise PipelineError(f"{key}={cross_mode} is not known; allowed: {', '.join(CROSS_MODES)}")
-    if cross_mode == "stream" and cross_outputs != "last":
-        raise PipelineError(f"train.cross_outputs={cross_outputs} applies to {key}=side only; allowed with stream: last")
-    return cross_mode
 
 
 class TwinOutput(NamedTuple):

@@ -52,7 +52,7 @@ def cosine_grid_figure(grids: Mapping[str, Mapping[str, Sequence[float]]], cosin
 
 
 def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
-    """`maps[model]` = `pipeline.evaluation.analysis.attention_map` output; layers down, models across."""
+    """`maps[model]` = `pipeline.analysis.attention_map` output; layers down, models across."""
     models = list(maps)
     layers = max(len(maps[model]["layers"]) for model in models)
     figure, axes = plt.subplots(layers, len(models), figsize=(2.2 * len(models), 2.2 * layers), squeeze=False)

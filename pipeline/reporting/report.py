@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.data.sources import write_text_atomic
+from pipeline.io import write_text_atomic
 from pipeline.paths import ANALYSIS, TABLES
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.tables import Table

@@ -1,0 +1,151 @@
+"""From examples to padded batches: tokenisation once per stage, the batch order of each epoch, padding.
+
+An example is a tuple of texts, one per column (a sentence; a sentence and its round trip; a
+sentence once per distinct teacher tokenizer). `TokenizedExamples` tokenizes every column once,
+truncated to `max_length`, and keeps the ids as flat tensors; `epoch_batches` gives the seeded
+order of one epoch (uniform random batches, or length-bucketed ones); `batch_loader` is the
+`DataLoader` that turns those index lists into one padded {input_ids, attention_mask} per column
+(dynamic padding: to the longest row of the batch), in pinned memory on CUDA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+from transformers import PreTrainedTokenizerBase
+
+from pipeline.errors import PipelineError
+
+Batch = list[dict[str, torch.Tensor]]  # one padded {input_ids, attention_mask} per text column
+Tokenizers = PreTrainedTokenizerBase | Sequence[PreTrainedTokenizerBase]  # one, or one per text column
+
+
+def column_tokenizers(tokenizer: Tokenizers, columns: int) -> list[PreTrainedTokenizerBase]:
+    """The tokenizer of each text column: one for all, or one each (e.g. a teacher member's own)."""
+    if isinstance(tokenizer, PreTrainedTokenizerBase):
+        return [tokenizer] * columns
+    if len(tokenizer) != columns:
+        raise PipelineError(f"{len(tokenizer)} tokenizers for {columns} text columns; give one per column")
+    return list(tokenizer)
+
+
+def tokenize_columns(tokenizer: Tokenizers, examples: Sequence[Sequence[str]], max_length: int) -> list[list[list[int]]]:
+    """Token ids of every text of every example, once, truncated to `max_length`: [column][example]."""
+    columns = list(zip(*examples))
+    return [
+        column_tokenizer(list(column), truncation=True, max_length=max_length, add_special_tokens=True)["input_ids"]
+        for column_tokenizer, column in zip(column_tokenizers(tokenizer, len(columns)), columns)
+    ]
+
+
+def random_batches(count: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
+    """A seeded uniform permutation of the examples cut into batches, the last partial batch kept:
+    what the reference code's shuffled `DataLoader` (and SimCSE's `Trainer`) feeds."""
+    order = np.random.default_rng([seed, epoch]).permutation(count)
+    return [order[start : start + batch_size].tolist() for start in range(0, count, batch_size)]
+
+
+def length_bucketed_batches(
+    lengths: Sequence[int], batch_size: int, seed: int, epoch: int, bucket_batches: int = 50
+) -> list[list[int]]:
+    """Shuffled batches of similar-length examples, so dynamic padding pads little.
+
+    The corpus is shuffled, cut into windows of `bucket_batches` batches, each window sorted by
+    length and cut into batches, and the batch order shuffled again: batches stay random samples of
+    the corpus at the scale of a window. Incomplete last batches are dropped (in-batch negatives).
+    """
+    generator = np.random.default_rng([seed, epoch])
+    order = generator.permutation(len(lengths))
+    window = batch_size * bucket_batches
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = order[start : start + window]
+        chunk = chunk[np.argsort(np.asarray(lengths)[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size].tolist() for i in range(0, len(chunk) - batch_size + 1, batch_size)]
+    generator.shuffle(batches)
+    return batches
+
+
+def _partial_rows(count: int, batch_size: int, world_size: int) -> int:
+    """Rows of the last partial batch that are used: a multiple of the world size, so that every
+    DDP rank holds as many rows (the embedding gathers need it)."""
+    rest = count % batch_size
+    return rest - rest % world_size
+
+
+def epoch_batches(
+    sampling: str, lengths: Sequence[int], batch_size: int, seed: int, epoch: int, world_size: int = 1
+) -> list[list[int]]:
+    """The batches of one epoch under `sampling` (random | length_bucketed)."""
+    if sampling == "length_bucketed":
+        return length_bucketed_batches(lengths, batch_size, seed, epoch)
+    batches = random_batches(len(lengths), batch_size, seed, epoch)
+    if len(batches[-1]) < batch_size:
+        kept = _partial_rows(len(lengths), batch_size, world_size)
+        batches = batches[:-1] + ([batches[-1][:kept]] if kept else [])
+    return batches
+
+
+def steps_per_epoch(sampling: str, count: int, batch_size: int, grad_accum: int, world_size: int = 1) -> int:
+    """Optimiser steps per epoch: random keeps the last partial batch (and a last step of fewer
+    than `grad_accum` batches); length_bucketed drops incomplete batches and steps."""
+    if sampling == "length_bucketed":
+        return count // batch_size // grad_accum
+    batches = count // batch_size + (1 if _partial_rows(count, batch_size, world_size) else 0)
+    return math.ceil(batches / grad_accum)
+
+
+def pad_batch(token_ids: Sequence[Sequence[int] | torch.Tensor], pad_id: int,
+              device: torch.device | None = None) -> dict[str, torch.Tensor]:
+    """Pad to the longest sequence of this batch (dynamic padding); on `device` when given."""
+    width = max(len(ids) for ids in token_ids)
+    input_ids = torch.full((len(token_ids), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(token_ids), width), dtype=torch.long)
+    for row, ids in enumerate(token_ids):
+        input_ids[row, : len(ids)] = torch.as_tensor(ids)
+        attention_mask[row, : len(ids)] = 1
+    if device is None:
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+    return {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device)}
+
+
+class TokenizedExamples(Dataset):
+    """The examples tokenized once: per column, every example's ids in one flat tensor plus offsets.
+
+    Item i is the tuple of example i's id tensors (one per column); `collate` pads a list of items
+    into a `Batch`. `lengths` (column 0's) drive length bucketing.
+    """
+
+    def __init__(self, tokenizer: Tokenizers, examples: Sequence[Sequence[str]], max_length: int):
+        columns = tokenize_columns(tokenizer, examples, max_length)
+        self.pad_ids = [t.pad_token_id for t in column_tokenizers(tokenizer, len(columns))]
+        self.lengths = [len(ids) for ids in columns[0]]
+        self._flat = [torch.tensor([token for ids in column for token in ids], dtype=torch.long) for column in columns]
+        self._offsets = [np.cumsum([0, *map(len, column)]).tolist() for column in columns]
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, ...]:
+        return tuple(flat[offsets[index] : offsets[index + 1]] for flat, offsets in zip(self._flat, self._offsets))
+
+    def collate(self, items: Sequence[tuple[torch.Tensor, ...]]) -> Batch:
+        return [pad_batch(column, pad_id) for column, pad_id in zip(zip(*items), self.pad_ids)]
+
+
+def batch_loader(data: TokenizedExamples, batches: Sequence[Sequence[int]], device: torch.device) -> DataLoader:
+    """Padded batches of `data` in the order of `batches` (lists of example indices), in pinned
+    memory on CUDA so that the copy to the GPU (`to_device`) does not block. Collating pre-tokenized
+    tensors is cheap, so it runs in this process: a worker would add only the transfer between processes.
+    The loader draws its base seed from a generator of its own, not torch's global one, whose state
+    the dropout masks of training come from."""
+    return DataLoader(data, batch_sampler=batches, collate_fn=data.collate, pin_memory=device.type == "cuda",
+                      generator=torch.Generator())
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    return [{key: tensor.to(device, non_blocking=True) for key, tensor in column.items()} for column in batch]

@@ -1,0 +1,161 @@
+"""Files written whole or not at all: atomic files and folders, JSON metrics that refuse NaN, checksums.
+
+Every output of the pipeline goes through here: a temporary twin is written first and renamed onto
+the destination only on success, so a killed stage leaves its previous output or none, never half
+a file. Temporaries live in the scratch folder `.tmp/` at the project root (see `SCRATCH`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import secrets
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from pipeline.errors import PipelineError
+
+
+# Temporary files and folders of atomic writes under the project root live here, not beside their
+# destination: never inside a DVC output folder (or a git-tracked one such as reports/tables/),
+# and leftovers of a killed run are swept by the next write (`_sweep_scratch`).
+SCRATCH = Path(".tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def _sweep_scratch(scratch: Path) -> None:
+    """Remove what processes that no longer run left in the scratch folder (names start `<pid>-`)."""
+    for entry in scratch.glob("*-*"):
+        pid = entry.name.split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+
+
+def _temporary_name(destination: Path) -> Path:
+    """A fresh path for a temporary twin of `destination`, on the same file system (for the rename).
+
+    Inside the project (the working directory) that is the scratch folder; elsewhere (e.g. an
+    `--output` in /tmp) beside the destination, hidden.
+    """
+    parent = destination.parent.resolve()
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}-{destination.name}"
+    scratch = Path.cwd() / SCRATCH
+    if parent.is_relative_to(Path.cwd()):
+        scratch.mkdir(exist_ok=True)
+        if scratch.stat().st_dev == parent.stat().st_dev:
+            _sweep_scratch(scratch)
+            return scratch / tag
+    return parent / f".{tag}"
+
+
+@contextmanager
+def atomic_path(destination: Path) -> Iterator[Path]:
+    """Yield a temporary path; rename it onto `destination` only on success.
+
+    The temporary file is created with the usual permissions (0666 less the umask), as the
+    destination would be: `tempfile.mkstemp`'s 0600 would make outputs unreadable to a group.
+    """
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = _temporary_name(destination)
+    os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    try:
+        yield temporary
+        os.replace(temporary, destination)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_directory(destination: Path) -> Iterator[Path]:
+    """Yield a temporary folder; put it in place of `destination` only on success.
+
+    Rename-over: an existing `destination` is moved aside (one rename), the new folder renamed in,
+    and only then the old one deleted, so a failure or kill never loses the old folder before the
+    new one is in place (a kill between the two renames leaves the old one in the scratch folder).
+    """
+    destination = Path(destination)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = _temporary_name(destination)
+    temporary.mkdir()  # 0777 less the umask, unlike tempfile.mkdtemp's 0700
+    old = temporary.with_name(temporary.name + ".old")
+    try:
+        yield temporary
+        if destination.exists():
+            os.replace(destination, old)
+            try:
+                os.replace(temporary, destination)
+            except OSError:
+                os.replace(old, destination)
+                raise
+            shutil.rmtree(old)
+        else:
+            os.replace(temporary, destination)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+
+
+@contextmanager
+def scratch_directory(near: Path) -> Iterator[Path]:
+    """A temporary work folder on the file system of `near` (in the scratch folder inside the
+    project), removed on exit; a killed run's is swept by the next atomic write."""
+    folder = _temporary_name(Path(near) / "scratch")
+    folder.mkdir()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+
+
+def non_finite_keys(value: Any, key: str = "") -> list[str]:
+    """The dotted keys of every NaN or infinite number in a nested dict/list of metrics."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [key or "<value>"]
+    if isinstance(value, dict):
+        return [bad for name, item in value.items() for bad in non_finite_keys(item, f"{key}.{name}" if key else str(name))]
+    if isinstance(value, (list, tuple)):
+        return [bad for index, item in enumerate(value) for bad in non_finite_keys(item, f"{key}[{index}]")]
+    return []
+
+
+def json_dumps_compact(data: Any) -> str:
+    """JSON on one line, for large arrays (attention maps); NaN or infinity is an error."""
+    return json.dumps(data, allow_nan=False, separators=(",", ":"))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """A metrics/results JSON file; a NaN or infinite number is an error naming it, never `NaN` in the file."""
+    bad = non_finite_keys(data)
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise PipelineError(
+            f"{path}: metric {bad[0]}{more} is not a finite number; nothing was written. "
+            "Too few pairs (eval.max_pairs) or a degenerate model (constant embeddings) gives NaN correlations"
+        )
+    write_text_atomic(Path(path), json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,98 @@
+"""Where and how a stage computes: the device, the DDP world, the precision, the seed, peak memory.
+
+`run_context(device)` is what every stage that runs a model calls first: it resolves `auto` to a
+GPU when there is one, joins the process group when launched by `torchrun` (WORLD_SIZE > 1), and
+on CUDA turns on TF32 matmuls and bf16 autocast. `seed_everything(seed)` makes a run repeatable.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import resource
+import sys
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from pipeline.config import DEVICES
+from pipeline.errors import PipelineError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunContext:
+    """Where things run: device, precision and the DDP world."""
+
+    device: torch.device
+    autocast_dtype: torch.dtype | None
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+
+def resolve_device(requested: str) -> torch.device:
+    """`auto` → CUDA when present, else CPU; asking for CUDA where there is none is an error."""
+    if requested not in DEVICES:
+        raise PipelineError(f"device {requested!r} is not one of {', '.join(DEVICES)}")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise PipelineError("device=cuda but no CUDA GPU is visible to torch; set device: auto or device: cpu")
+    if requested == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    return torch.device("cuda", local_rank)
+
+
+def run_context(requested_device: str) -> RunContext:
+    """Set up the device and, when launched by torchrun (WORLD_SIZE > 1), the process group."""
+    device = resolve_device(requested_device)
+    world_size = int(os.environ.get("WORLD_SIZE", 1))
+    rank = 0
+    if world_size > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        rank = torch.distributed.get_rank()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        return RunContext(device, torch.bfloat16, rank, world_size)
+    return RunContext(device, None, rank, world_size)
+
+
+def seed_everything(seed: int) -> None:
+    """Same seed, same machine, same thread count → same weights (DESIGN §9). CPU kernels are
+    deterministic for a fixed thread count, which is torch's default for the machine (logged, as a
+    different count may move the last digits); the flag below makes CUDA pick deterministic kernels
+    too (cuBLAS needs its workspace setting for that), warning where an op has none."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    log.info("seed %d, %d CPU threads, deterministic algorithms", seed, torch.get_num_threads())
+
+
+def peak_rss_mb() -> float:
+    """The process's peak resident memory since it started (`getrusage` ru_maxrss: KiB on Linux,
+    bytes on macOS), in MiB."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak memory of this process so far: CUDA's max allocated on a GPU, else the peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return peak_rss_mb()
