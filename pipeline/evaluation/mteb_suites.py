@@ -146,12 +146,12 @@ def make_task(entry: SuiteTask, local: bool, raw_dir: Path, items: int | None) -
 
 def load_reason(task: Any) -> str | None:
     """Load a task's data; None on success, else the one-line reason (hub unreachable, missing file)."""
-    from pipeline.evaluation.mteb_tasks import load_task_data
+    from pipeline.evaluation.mteb_tasks import OFFLINE_HINT, load_task_data
 
     try:
         load_task_data(task)
     except PipelineError as error:
-        return str(error).split("; set ")[0]
+        return str(error).removesuffix(OFFLINE_HINT)
     return None
 
 
@@ -192,7 +192,7 @@ def evaluate_suite(
     suite: Suite, run_task: Callable[[Any], Any], raw_dir: Path, items: int | None, cache: Path | None
 ) -> dict[str, Any]:
     """One suite's per-task scores, missing tasks with their reasons, and the mean over the scored ones."""
-    from pipeline.data.sources import write_json_atomic
+    from pipeline.io import write_json_atomic
 
     tasks: dict[str, Any] = {}
     missing = {entry.paper: f"not mapped: {entry.reason}" for entry in suite.unmapped}
