@@ -36,7 +36,8 @@ from pipeline import paths
 from pipeline.config import POOLERS, Params, describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HUB_ID
-from pipeline.evaluation.sts import WeightedTowers, evaluate_models, load_tasks, twin, uc_ensemble
+from pipeline.evaluation.sts import evaluate_models, load_tasks
+from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voca
 WEIGHTS_FILE = "model.safetensors"
 COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE = paths.DATA / "cache" / "checkpoints"
-EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
+EMBEDDING_CACHE = paths.EMBEDDINGS_CACHE  # shared with the evaluate stage
 # The evaluator's code: a change to it invalidates the cached results.
 EVALUATOR_SOURCES = tuple(
     Path(__file__).resolve().parent / name
-    for name in ("checkpoints.py", "evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py")
+    for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py")
 )
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
@@ -153,10 +154,10 @@ def load_catalogue(path: Path | str) -> Catalogue:
 def weighted_towers(row: Row, folders: list[str]) -> WeightedTowers:
     """The row's model as weighted towers, from the downloaded folders in the row's tower order."""
     if row.kind == "twin":
-        return twin(*folders)
+        return WeightedTowers.twin(*folders)
     if row.kind == "uc":
-        return uc_ensemble(*folders, row.uc_weight)
-    return [(folders[0], 1.0)]
+        return WeightedTowers.uc(*folders, row.uc_weight)
+    return WeightedTowers.single(folders[0])
 
 
 class NotReached(Exception):

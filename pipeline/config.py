@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PipelineError
+from pipeline.models import STUDENTS, check_models, dvc_models
 
 PARAMS_FILE = Path("params.yaml")
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
@@ -228,7 +229,14 @@ class StudentSettings(OptimSettings):
 
 
 class DistillSettings(Section):
-    teachers: dict[Literal["joint", "uc"], StudentSettings]
+    teachers: dict[Literal[tuple(STUDENTS.values())], StudentSettings]  # type: ignore[valid-type]
+
+
+class ModelOutputs(Section):
+    """The DVC outputs an `evaluate@<model>` stage depends on (`pipeline.models.dvc_models`)."""
+
+    model: str
+    also: str
 
 
 class MtebSettings(Section):
@@ -297,6 +305,10 @@ class Params(Section):
     # params.yaml of experiments made before carry `report: {}`, and refusing the key would make
     # them unreadable (`dvc exp apply`, the report stage's tables built from experiments).
     report: dict[str, Any] = {}
+    models: dict[str, ModelOutputs] = Field(
+        default_factory=lambda: {name: ModelOutputs(**entry) for name, entry in dvc_models().items()},
+        description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry",
+    )
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Params":
@@ -311,6 +323,7 @@ class Params(Section):
                 gaussian = getattr(self, section).gaussian
                 if gaussian.enabled:
                     validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, f"{section}.gaussian")
+            check_models({name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers)
         except PipelineError as error:
             raise ValueError(str(error)) from None
         return self

@@ -15,6 +15,8 @@ BACKBONE = DATA / "backbone"
 UC = DATA / "uc"
 MODELS = DATA / "models"
 CHECKPOINTS = DATA / "checkpoints"
+CACHE = DATA / "cache"
+EMBEDDINGS_CACHE = CACHE / "embeddings"
 REPORTS = Path("reports")
 TRAINING_REPORTS = REPORTS / "training"
 METRICS = REPORTS / "metrics"
@@ -26,6 +28,14 @@ BENCH = REPORTS / "bench.json"
 
 def rtt_file(tower: str) -> Path:
     return DATA / "rtt" / f"{tower}.txt"
+
+
+def rtt_cache(tower: str) -> Path:
+    return CACHE / "rtt" / f"{tower}.sqlite"
+
+
+def metrics_file(model: str) -> Path:
+    return METRICS / f"{model}.json"
 
 
 def pretrained_tower(tower: str) -> Path:

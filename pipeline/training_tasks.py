@@ -27,13 +27,15 @@ from pipeline import losses, paths
 from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, TrainSettings
 from pipeline.io import sha256_of
 from pipeline.errors import PipelineError
-from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_embedder, load_tasks, reported_score
+from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score
+from pipeline.models import WeightedTowers
 from pipeline.modeling import SentenceEncoder, TwinEncoder, gather_with_grad, last_layer_cls, load_backbone
 from pipeline.batching import Batch
 from pipeline.runtime import resolve_device, run_context
 from pipeline.training import TrainingResult, planned_steps, train, write_training_report
 
 log = logging.getLogger(__name__)
+
 
 def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses.GaussianNegatives | None:
     """GS-InfoNCE's noise when enabled (seeded), else None: plain InfoNCE."""
@@ -207,22 +209,22 @@ def distinct_tokenizers(tokenizers: Sequence[PreTrainedTokenizerBase]) -> tuple[
 
 
 class FrozenEnsemble(nn.Module):
-    """A teacher: Σ_i w_i · last-layer [CLS] of each tower (a twin, or the UC ensemble of
-    `pipeline.evaluation.sts.uc_ensemble`), no dropout, no gradients. Each member keeps its own
-    tokenizer (the released RoBERTa UC ensemble pairs RoBERTa towers with InfoCSE-BERT)."""
+    """A teacher: a model of the registry (`pipeline.models.WeightedTowers`, a twin or the UC
+    ensemble) loaded for inference: no dropout, no gradients. Each member keeps its own tokenizer
+    (the released RoBERTa UC ensemble pairs RoBERTa towers with InfoCSE-BERT)."""
 
     def __init__(self, towers: WeightedTowers):
         super().__init__()
-        self.towers = nn.ModuleList(load_backbone(str(path)).eval().requires_grad_(False) for path, _ in towers)
-        self.tokenizers = [AutoTokenizer.from_pretrained(str(path)) for path, _ in towers]
-        self.weights = [weight for _, weight in towers]
+        self.ensemble = WeightedTowers.of(towers)
+        self.towers = nn.ModuleList(load_backbone(folder).eval().requires_grad_(False) for folder in self.ensemble.folders)
+        self.tokenizers = [AutoTokenizer.from_pretrained(folder) for folder in self.ensemble.folders]
 
     @torch.no_grad()
     def forward(self, member_inputs: Sequence[dict[str, torch.Tensor]]) -> torch.Tensor:
         """`member_inputs[i]`: {input_ids, attention_mask} of the batch in member i's own tokenization."""
         cls = [last_layer_cls(tower, inputs["input_ids"], inputs["attention_mask"])
                for tower, inputs in zip(self.towers, member_inputs, strict=True)]
-        return sum(weight * h for weight, h in zip(self.weights, cls))
+        return self.ensemble.combine(cls)
 
 
 class DistillTask:

@@ -25,10 +25,11 @@ DEFAULT_BACKBONE = paths.BACKBONE
 
 
 def _with_mirror_fallback(path: Path, mirror: str | None, relative: str) -> Path:
-    """`path` when it exists, else the same data in the mirror folder (when one is set and has it)."""
+    """`path` when it exists, else the same data in the mirror folder (when one is set and has it;
+    a relative data.mirror is read against the workspace root, as the download stage reads it)."""
     if path.exists() or mirror is None:
         return path
-    fallback = Path(mirror) / relative
+    fallback = paths.setting_path(mirror) / relative
     return fallback if fallback.exists() else path
 
 

@@ -1,9 +1,9 @@
 """Evaluate a model on the 7 STS tasks (SentEval protocol): Spearman × 100 of cosine similarity.
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
-pipeline's models (backbone, pretrain-I, pretrain-II, ensemble, joint, joint-D, uc, uc-D) with the
-eval settings of params.yaml and writes reports/metrics/<model>.json, and
-reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
+pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
+eval settings of params.yaml and writes reports/metrics/<model>.json, and reports/mteb/<model>.json:
+the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 
+from pipeline import paths
 from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, load_params
 from stages.common import ParamsOption, stage, summary
 
@@ -28,13 +29,12 @@ def command(
     pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2"),
     tasks: list[str] = typer.Option(list(DEFAULTS.tasks), "--tasks", help="STS task, repeatable; default all seven"),
     max_pairs: int | None = typer.Option(None, "--max-pairs", min=MIN_EVAL_PAIRS, help="first N pairs of each task; default all"),
-    senteval: Path = typer.Option(Path("data/raw/senteval"), "--senteval", help="SentEval-layout data folder"),
+    senteval: Path = typer.Option(paths.SENTEVAL, "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
-    from pipeline import paths
     from pipeline.io import write_json_atomic
     from pipeline.errors import PipelineError
     from pipeline.evaluation.sts import format_table
@@ -45,11 +45,13 @@ def command(
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
         results, mteb_results = evaluate_pipeline_model(name, load_params(params))
-        output = paths.METRICS / f"{name}.json"
+        output = paths.metrics_file(name)
         label = name
     else:
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
+        from pipeline.evaluation.pipeline_eval import evaluate_standalone
+
         results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
         label = " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
@@ -63,24 +65,3 @@ def command(
         output = f"{output}, {paths.MTEB / f'{name}.json'}"
     summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f} -> {output}")
 
-
-def evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device) -> dict:
-    from pipeline.errors import PipelineError
-    from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
-    from pipeline.evaluation.sts import evaluate_models, load_tasks
-    from pipeline.modeling.encoder import validate_pooler
-    from pipeline.runtime import resolve_device
-
-    resolve_device(device)
-    if len(model) > 2:
-        raise PipelineError(f"--model given {len(model)} times; give one model or the two towers of a twin")
-    validate_pooler(pooler, "--pooler")
-    if not senteval.is_dir():
-        raise PipelineError(f"SentEval data folder {senteval} does not exist; run `dvc repro download` or pass --senteval DIR")
-    sts_tasks = load_tasks(senteval, tasks, max_pairs)
-    sources = [resolve_model_source(name) for name in model]
-
-    def make_embedder(source: str) -> HFEmbedder:
-        return HFEmbedder(source, pooler, max_length, batch_size, device)
-
-    return evaluate_models({"model": [(source, 1.0) for source in sources]}, sts_tasks, make_embedder, batch_size)["model"]

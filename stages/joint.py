@@ -17,14 +17,12 @@ NAME = "joint"
 def command(params: Path = ParamsOption) -> None:
     from pipeline import paths
     from pipeline.data.readers import read_corpus
-    from pipeline.modeling import load_tokenizer
-    from pipeline.training_tasks import TwinTask, check_before_loading, run_training
+    from pipeline.training_jobs import twin_task
+    from pipeline.training_tasks import check_before_loading
 
     settings = load_params(params)
-    towers = (paths.pretrained_tower("I"), paths.pretrained_tower("II"))
     examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
     check_before_loading(NAME, len(examples), settings.train, settings)
-    task = TwinTask(towers, load_tokenizer(towers[0]), settings.train, settings.seed)
-    result = run_training(NAME, task, examples, settings.train, settings.train.mode_lr, paths.joint_model(), settings, towers)
+    result = twin_task(settings).run(examples, settings)
     method = f"JTCSE with {settings.train.cael} CAELs" if settings.train.cael else "TNCSE"
     summary(NAME, f"{method}: {training_line(result, len(examples))}")

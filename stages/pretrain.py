@@ -19,22 +19,14 @@ NAME = "pretrain"
 def command(tower: str = typer.Option(..., help="tower name from params towers (I or II)"), params: Path = ParamsOption) -> None:
     from pipeline import paths
     from pipeline.data.readers import read_corpus
-    from pipeline.modeling import load_tokenizer
-    from pipeline.training_tasks import (
-        SimCSETask, check_before_loading, gaussian_negatives, pretraining_examples, read_round_trips, run_training,
-    )
+    from pipeline.training_jobs import simcse_task
+    from pipeline.training_tasks import check_before_loading, pretraining_examples, read_round_trips
 
     settings = load_params(params)
-    lr = tower_settings(settings, tower).lr
+    tower_settings(settings, tower)
     corpus = read_corpus(paths.CORPUS)
     examples = pretraining_examples(corpus, read_round_trips(paths.rtt_file(tower), len(corpus)), settings.pretrain.rtt_as)
-    pretrain = settings.pretrain
-    name = f"pretrain-{tower}"
-    check_before_loading(name, len(examples), pretrain, settings)
-    task = SimCSETask(
-        paths.BACKBONE, load_tokenizer(paths.BACKBONE), pretrain.dropout, pretrain.temperature,
-        gaussian_negatives(pretrain.gaussian, settings.seed), pretrain.max_length,
-    )
-    result = run_training(name, task, examples, pretrain, lr, paths.pretrained_tower(tower), settings, [paths.BACKBONE])
-    summary(name, training_line(result, len(examples)))
-
+    check_before_loading(f"{NAME}-{tower}", len(examples), settings.pretrain, settings)
+    job = simcse_task(settings, tower)
+    result = job.run(examples, settings)
+    summary(job.name, training_line(result, len(examples)))

@@ -16,7 +16,6 @@ import yaml
 from transformers import AutoTokenizer, BertConfig
 from typer.testing import CliRunner
 
-from pipeline.config import parse_params
 from pipeline.analysis import (
     GOLD_BINS,
     alignment,
@@ -36,7 +35,6 @@ from pipeline.analysis import (
     uniformity,
 )
 from pipeline.data.readers import ScoredPair
-from pipeline.evaluation.models import pipeline_models, split_available
 from stages.cli import app
 
 from tiny_models import save_tiny_bert
@@ -257,15 +255,6 @@ def test_norm_statistics_have_quantiles_and_a_density_histogram():
 # ----------------------------------------------------------------------------- registry and stage
 
 
-def test_registry_names_every_pipeline_model(tiny_params_dict):
-    models = pipeline_models(parse_params(tiny_params_dict))
-    assert list(models) == ["backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
-    assert models["ensemble"] == [("data/models/pretrain/I", 1.0), ("data/models/pretrain/II", 1.0)]
-    w = tiny_params_dict["backbone"]["uc_weight"]
-    assert models["uc"] == [("data/models/joint/I", 1 - w), ("data/models/joint/II", 1 - w), ("data/uc", w)]
-    assert models["joint-D"] == [("data/models/distill/joint", 1.0)]
-
-
 def _layout_project(root: Path, models: Path, mirror: Path, params: dict) -> None:
     (root / "data" / "models" / "pretrain").mkdir(parents=True)
     (root / "data" / "raw").mkdir(parents=True)
@@ -354,10 +343,3 @@ def test_stage_needs_the_backbone(tmp_path, tiny_params_dict, mirror, monkeypatc
     result = CliRunner().invoke(app, ["analyze"])
     assert result.exit_code == 2
     assert "data/backbone does not exist" in result.output
-
-
-def test_split_available_keeps_models_whose_towers_all_exist(tmp_path):
-    save_tiny_bert(tmp_path / "a", seed=0, layers=1)
-    models = {"one": [(str(tmp_path / "a"), 1.0)], "pair": [(str(tmp_path / "a"), 1.0), (str(tmp_path / "b"), 1.0)]}
-    available, skipped = split_available(models)
-    assert list(available) == ["one"] and skipped == {"pair": [str(tmp_path / "b")]}

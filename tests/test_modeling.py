@@ -20,9 +20,6 @@ from pipeline.modeling import (
     gather_with_grad,
     last_layer_cls,
     set_dropout,
-    tower_sum,
-    twin_sum,
-    uc_ensemble,
     validate_cael,
 )
 
@@ -542,10 +539,13 @@ def test_the_cross_loss_trains_every_layer_from_the_first_cael_on_in_both_towers
 
 
 def test_ensembles():
+    from pipeline.models import WeightedTowers
+
     h_I, h_II, h_uc = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
-    assert torch.equal(twin_sum(h_I, h_II), h_I + h_II)
-    assert torch.allclose(tower_sum([h_I, h_II, h_uc]), h_I + h_II + h_uc)
-    assert torch.allclose(uc_ensemble(h_I, h_II, h_uc, 0.7), 0.3 * (h_I + h_II) + 0.7 * h_uc)
+    assert torch.equal(WeightedTowers.twin("I", "II").combine([h_I, h_II]), h_I + h_II)
+    assert torch.allclose(WeightedTowers.of([("I", 1), ("II", 1), ("uc", 1)]).combine([h_I, h_II, h_uc]), h_I + h_II + h_uc)
+    uc = WeightedTowers.uc("I", "II", "uc", 0.7)
+    assert torch.allclose(uc.combine([h_I, h_II, h_uc]), 0.3 * (h_I + h_II) + 0.7 * h_uc)
 
 
 def test_gather_with_grad_is_identity_in_one_process():

@@ -10,7 +10,8 @@ from pipeline.config import OptimSettings, TrainSettings, parse_params
 from pipeline.data.readers import ScoredPair
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences, evaluate_models, uc_ensemble
+from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences, evaluate_models
+from pipeline.models import WeightedTowers
 from pipeline.batching import (
     epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,
 )
@@ -242,7 +243,7 @@ def hand_weighted_sum(members, sentences):
 
 
 def test_a_two_tokenizer_uc_teacher_equals_the_hand_computed_weighted_sum(mixed_members, sentences, tmp_path):
-    members = uc_ensemble(*mixed_members, weight=0.75)
+    members = WeightedTowers.uc(*mixed_members, weight=0.75)
     teacher = FrozenEnsemble(members)
     student_tokenizer = AutoTokenizer.from_pretrained(mixed_members[0])
     task = DistillTask(mixed_members[0], teacher, student_tokenizer, 0.1, 24)
@@ -263,9 +264,9 @@ def test_a_two_tokenizer_uc_teacher_equals_the_hand_computed_weighted_sum(mixed_
 def test_a_two_tokenizer_uc_ensemble_evaluates_the_hand_computed_weighted_sum(mixed_members, sentences):
     """The evaluator encodes each member with its own tokenizer and sums the weighted tables."""
     texts = sentences[:20]
-    members = uc_ensemble(*mixed_members, weight=0.75)
-    tables = [embed_sentences(HFEmbedder(tower, max_length=24), texts) for tower, _ in members]
-    combined = combine_tables(tables, [weight for _, weight in members]).lookup(texts)
+    members = WeightedTowers.uc(*mixed_members, weight=0.75)
+    tables = {tower: embed_sentences(HFEmbedder(tower, max_length=24), texts) for tower in members.folders}
+    combined = combine_tables(tables, members).lookup(texts)
     np.testing.assert_allclose(combined, hand_weighted_sum(members, texts).numpy(), rtol=1e-4, atol=1e-5)
 
     pairs = [ScoredPair(texts[i], texts[i + 1], float(i % 5)) for i in range(0, 20, 2)]

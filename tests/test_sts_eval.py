@@ -25,10 +25,8 @@ from pipeline.evaluation.sts import (
     load_tasks,
     score_tasks,
     task_sentences,
-    twin,
-    uc_ensemble,
 )
-from pipeline.modeling import ensembles
+from pipeline.models import WeightedTowers
 from stages import evaluate as evaluate_stage
 
 from tiny_models import save_tiny_bert
@@ -134,7 +132,7 @@ def test_twin_table_is_the_sum_of_its_towers_and_each_tower_is_encoded_once(tiny
     towers = {str(path): CountingEmbedder(HFEmbedder(path)) for path in tiny_berts}
     first, second = towers
     results = evaluate_models(
-        {"I": [(first, 1.0)], "twin": twin(first, second), "uc": uc_ensemble(first, second, first, 0.7)},
+        {"I": [(first, 1.0)], "twin": WeightedTowers.twin(first, second), "uc": WeightedTowers.uc(first, second, first, 0.7)},
         stsb_sample,
         make_embedder=towers.__getitem__,
         batch_size=16,
@@ -145,14 +143,15 @@ def test_twin_table_is_the_sum_of_its_towers_and_each_tower_is_encoded_once(tiny
     sentences = task_sentences(stsb_sample)
     table_i, table_ii = (embed_sentences(tower.embedder, sentences, batch_size=16) for tower in towers.values())
     assert results["I"] == score_tasks(table_i, stsb_sample)
-    summed = combine_tables([table_i, table_ii], [weight for _, weight in twin(first, second)])
+    tables = {first: table_i, second: table_ii}
+    summed = combine_tables(tables, WeightedTowers.twin(first, second))
     np.testing.assert_array_equal(summed.lookup(sentences), table_i.lookup(sentences) + table_ii.lookup(sentences))
     assert results["twin"] == score_tasks(summed, stsb_sample)
 
-    # The UC weights reproduce the tensor formula of pipeline.modeling.ensembles.
+    # The UC weights reproduce the papers' formula (1 − w)(h_I + h_II) + w · h_UC.
     h_i, h_ii = (torch.from_numpy(table.lookup(sentences)) for table in (table_i, table_ii))
-    uc_table = combine_tables([table_i, table_ii, table_i], [weight for _, weight in uc_ensemble(first, second, first, 0.7)])
-    np.testing.assert_allclose(uc_table.lookup(sentences), ensembles.uc_ensemble(h_i, h_ii, h_i, 0.7).numpy(), rtol=1e-5)
+    uc_table = combine_tables(tables, WeightedTowers.uc(first, second, first, 0.7))
+    np.testing.assert_allclose(uc_table.lookup(sentences), (0.3 * (h_i + h_ii) + 0.7 * h_i).numpy(), rtol=1e-5)
     assert results["uc"] == score_tasks(uc_table, stsb_sample)
 
 
@@ -163,10 +162,10 @@ def test_tower_tables_persist_in_the_cache_and_are_reused(tiny_berts, stsb_sampl
     alone = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
     assert len(list(cache.glob("*.npz"))) == 1
     encoded_once = towers[first].encoded
-    both = evaluate_models({"twin": twin(first, second)}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
+    both = evaluate_models({"twin": WeightedTowers.twin(first, second)}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
     assert towers[first].encoded == encoded_once  # tower I came from the cache
     assert towers[second].encoded == encoded_once
-    uncached = evaluate_models({"I": [(first, 1.0)], "twin": twin(first, second)}, stsb_sample, towers.__getitem__, 16)
+    uncached = evaluate_models({"I": [(first, 1.0)], "twin": WeightedTowers.twin(first, second)}, stsb_sample, towers.__getitem__, 16)
     assert uncached == {**alone, **both}
     other_settings = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "avg")
     assert other_settings == alone and len(list(cache.glob("*.npz"))) == 3

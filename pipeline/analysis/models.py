@@ -193,7 +193,7 @@ def analyze_models(
         )
     reports, densities = {}, {}
     for name, members in models.items():
-        table = combine_tables([tables[tower] for tower, _ in members], [weight for _, weight in members])
+        table = combine_tables(tables, members)
         cosines = pair_cosines(table.lookup([p.sentence1 for p in pairs]), table.lookup([p.sentence2 for p in pairs]))
         densities[name] = cosine_density(cosines, gold)
         reports[name] = _model_report(name, members, table, inputs, layers, densities[name], scores.get(name))

@@ -151,16 +151,17 @@ def _variant_steps(task, model, optimizer, batch: TypicalBatch, context: RunCont
 
 
 def _joint_task(inputs: BenchInputs):
-    """The joint stage's `TwinTask` on two copies of the backbone at the joint grid point, GS-InfoNCE
-    off (its noise is drawn afresh per call, which would make the two losses differ)."""
-    from pipeline.training_tasks import TwinTask
+    """The joint stage's task (`pipeline.training_jobs.twin_task`) on two copies of the backbone at
+    the joint grid point, GS-InfoNCE off (its noise is drawn afresh per call, which would make the
+    two losses differ)."""
+    from pipeline.training_jobs import twin_task
 
     scale = inputs.scale
     train = inputs.params.train.model_copy(update={
         "batch_size": scale.joint_batch_size, "max_length": scale.joint_max_length,
         "gaussian": GaussianNegativesSettings(),
     })
-    return TwinTask((inputs.backbone, inputs.backbone), inputs.tokenizer, train, inputs.params.seed)
+    return twin_task(inputs.params, (inputs.backbone, inputs.backbone), train).task
 
 
 def bench_joint_padding(inputs: BenchInputs) -> dict:

@@ -49,30 +49,28 @@ def validate_stage_name(stage: str) -> str:
     raise _unknown_stage(stage)
 
 
-# TODO(lead): build these through h-registry's simcse_task / twin_task / distill_task once they land
-# (the benchmark needs them on its backbone: both towers and the teacher's members start from it).
-def make_task(stage: str, backbone: Path, tokenizer, params: Params):
-    """(task, lr) of a training stage on `backbone`, with the stage's settings from `params`."""
-    from pipeline.training_tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask, gaussian_negatives
+def make_task(stage: str, backbone: Path, params: Params):
+    """(task, lr) of a training stage on `backbone`, built as the stages build it
+    (`pipeline.training_jobs`): both towers and the teacher's members start from `backbone`."""
+    from pipeline.models import WeightedTowers
+    from pipeline.training_jobs import distill_task, simcse_task, twin_task
 
     if stage == "pretrain":
-        pretrain = params.pretrain
-        gaussian = gaussian_negatives(pretrain.gaussian, params.seed)
-        task = SimCSETask(backbone, tokenizer, pretrain.dropout, pretrain.temperature, gaussian, pretrain.max_length)
-        return task, next(iter(params.towers.values())).lr
-    if stage == "tncse" or stage.startswith("jtcse-"):
+        job = simcse_task(params, next(iter(params.towers)), backbone)
+    elif stage == "tncse" or stage.startswith("jtcse-"):
         from transformers import AutoConfig
 
         from pipeline.modeling import validate_cael
 
         train = twin_settings(stage, params.train)
         validate_cael(train.cael, AutoConfig.from_pretrained(backbone).num_hidden_layers, key=f"bench stage {stage}: cael")
-        return TwinTask((backbone, backbone), tokenizer, train, params.seed), train.mode_lr
-    if stage == "distill":
-        teacher = FrozenEnsemble([(str(backbone), 1.0), (str(backbone), 1.0)])
+        job = twin_task(params, (backbone, backbone), train)
+    elif stage == "distill":
         student = params.distill.teachers.get("joint", StudentSettings())
-        return DistillTask(backbone, teacher, tokenizer, student.dropout, student.max_length), student.lr
-    raise _unknown_stage(stage)
+        job = distill_task(params, "joint", backbone, WeightedTowers.twin(backbone, backbone), student)
+    else:
+        raise _unknown_stage(stage)
+    return job.task, job.lr
 
 
 def step_record(timing: Mapping, batch: TypicalBatch, padded: bool = False) -> dict:
@@ -115,7 +113,7 @@ def _bench_stage(inputs: BenchInputs, stage: str) -> dict:
     scale = inputs.scale
     points = list(itertools.product(scale.batch_sizes, scale.max_lengths))
     try:
-        task, lr = make_task(stage, inputs.backbone, inputs.tokenizer, inputs.params)
+        task, lr = make_task(stage, inputs.backbone, inputs.params)
     except PipelineError as error:
         inputs.advance(done=len(points))
         return {"skipped": str(error)}

@@ -22,6 +22,7 @@ from pipeline.data.readers import read_sick
 from pipeline.data.sources import Mirror, fetch_backbone, fetch_hub_file
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
+from pipeline import paths
 from pipeline.paths import setting_path
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,12 @@ def build_corpus(wiki: list[str], sick: list[str]) -> list[str]:
     return list(dict.fromkeys(wiki + sick))
 
 
-def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
+def download(params: Params, data_root: Path = paths.DATA) -> DownloadSummary:
+    """Fetch everything into the layout of `pipeline.paths`, under `data_root` instead of data/ when given."""
+
+    def at(path: Path) -> Path:
+        return data_root / path.relative_to(paths.DATA)
+
     mirror = None
     if params.data.mirror is not None:
         mirror_root = setting_path(params.data.mirror)  # a queued experiment's copy reads the same mirror
@@ -107,27 +113,27 @@ def download(params: Params, data_root: Path = Path("data")) -> DownloadSummary:
                 "../shared/data, or set data.mirror: null to download from the canonical sources"
             )
         mirror = Mirror(mirror_root)
-    raw = data_root / "raw"
+    raw, senteval = at(paths.RAW), at(paths.SENTEVAL)
     raw.mkdir(parents=True, exist_ok=True)
     with scratch_directory(raw) as scratch:
         wiki = _read_wiki(_wiki_file(params, mirror, scratch), params.data.wiki.limit)
-        senteval_files = _fetch_senteval(params, mirror, raw / "senteval", scratch)
+        senteval_files = _fetch_senteval(params, mirror, senteval, scratch)
     if mirror is not None and mirror.has("raw"):
-        mirror.copy_tree("raw", raw / "original")
+        mirror.copy_tree("raw", at(paths.ORIGINAL_BENCHMARKS))
     else:  # the canonical sources hold only the SentEval-processed form; say so instead of leaving a gap
-        write_text_atomic(raw / "original" / "SOURCE.txt", "no original-release benchmarks: they come only from a mirror\n")
+        write_text_atomic(at(paths.ORIGINAL_BENCHMARKS) / "SOURCE.txt", "no original-release benchmarks: they come only from a mirror\n")
 
     sick: list[str] = []
     if params.data.add_sick:
         for name in (SICK_SPLIT_FILES[split] for split in params.data.sick_splits):
-            for pair in read_sick(raw / "senteval" / "SICK" / name):
+            for pair in read_sick(senteval / "SICK" / name):
                 sick += [pair.sentence1, pair.sentence2]
     corpus = build_corpus(wiki, sick)
-    write_text_atomic(raw / "corpus.txt", "".join(f"{sentence}\n" for sentence in corpus))
+    write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
 
     endpoint = params.data.hub_endpoint
-    fetch_backbone(params.backbone.source, data_root / "backbone", params.backbone.revision, endpoint)
-    fetch_backbone(params.backbone.uc_source, data_root / "uc", params.backbone.revision, endpoint)
+    fetch_backbone(params.backbone.source, at(paths.BACKBONE), params.backbone.revision, endpoint)
+    fetch_backbone(params.backbone.uc_source, at(paths.UC), params.backbone.revision, endpoint)
     return DownloadSummary(
         wiki_sentences=len(wiki),
         sick_sentences=len(set(sick)),

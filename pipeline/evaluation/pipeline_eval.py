@@ -1,30 +1,34 @@
-"""Evaluate one of the pipeline's models (DESIGN.md §2) as its `evaluate@<model>` stage does.
+"""Evaluate a model as the `evaluate` stage does: one of the pipeline's models, or any folders.
 
-The 7 STS tasks under the SentEval protocol and, when `eval.mteb.enabled`, the MTEB suites of
-`eval.mteb.suite` (conf/mteb/: the papers' task lists on the hub, or the local stand-ins built from
-the mirror; pipeline.evaluation.mteb_suites). Tower embeddings are cached under
-data/cache/embeddings/, so an ensemble reuses its towers' work; MTEB results under data/cache/mteb/.
+Pipeline mode (`evaluate@<model>`): a model of the registry (`pipeline.models`) with the eval
+settings of params.yaml: the 7 STS tasks under the SentEval protocol and, when `eval.mteb.enabled`,
+the MTEB suites of `eval.mteb.suite` (conf/mteb/: the papers' task lists on the hub, or the local
+stand-ins built from the mirror; pipeline.evaluation.mteb_suites). Tower embeddings are cached
+under data/cache/embeddings/, so an ensemble reuses its towers' work; MTEB results under
+data/cache/mteb/.
+
+Standalone mode: one model folder or hub id, or the two towers of a twin, on a SentEval folder.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.models import missing_towers, pipeline_models
-from pipeline.evaluation.sts import Embedder, WeightedTowers, evaluate_models, load_tasks
+from pipeline.evaluation.sts import Embedder, evaluate_models, load_tasks
+from pipeline.models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.runtime import resolve_device
-
-EMBEDDING_CACHE = paths.DATA / "cache" / "embeddings"
 
 
 def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:
     """Σ_i w_i · tower_i(sentences): an ensemble as one Embedder (for MTEB)."""
-    members = [(make_embedder(tower), weight) for tower, weight in towers]
+    members = [make_embedder(tower) for tower in towers.folders]
 
     def embed(sentences: list[str]):
-        return sum(weight * embedder(sentences) for embedder, weight in members)
+        return towers.combine([embedder(sentences) for embedder in members])
 
     return embed
 
@@ -49,16 +53,21 @@ def mteb_results(params: Params, suites: list, towers: WeightedTowers, make_embe
     return evaluate_suites(suites, runner, raw_stsb, items, cache)
 
 
-def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
-    """The metrics (reports/metrics/<model>.json) and the MTEB results (reports/mteb/<model>.json) of one model."""
-    resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
+def pipeline_model(name: str, params: Params) -> WeightedTowers:
+    """The towers of a model of params.yaml's `models`, all saved; else a one-line error."""
     models = pipeline_models(params)
     if name not in models:
         raise PipelineError(f"--name {name} is not a model of the pipeline; models: {', '.join(models)}")
-    towers = models[name]
-    missing = missing_towers(towers)
+    missing = missing_towers(models[name])
     if missing:
         raise PipelineError(f"model '{name}' needs {', '.join(map(str, missing))}, which does not exist yet; run `dvc repro`")
+    return models[name]
+
+
+def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
+    """The metrics (reports/metrics/<model>.json) and the MTEB results (reports/mteb/<model>.json) of one model."""
+    resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
+    towers = pipeline_model(name, params)
     settings = params.eval
 
     def make_embedder(tower: str) -> HFEmbedder:
@@ -67,7 +76,7 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs)
     suites = mteb_suites(params) if settings.mteb.enabled else []  # before any embedding work
     results = evaluate_models(
-        {name: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE,
+        {name: towers}, tasks, make_embedder, settings.batch_size, paths.EMBEDDINGS_CACHE,
         embedder_settings=f"{settings.pooler}|{settings.max_length}",
     )[name]
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
@@ -75,3 +84,24 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
     if suites:
         mteb["suites"] = mteb_results(params, suites, towers, make_embedder)
     return {**results, **about, "max_pairs": settings.max_pairs}, mteb
+
+
+def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
+                        batch_size: int, max_length: int, device: str) -> dict:
+    """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings)."""
+    from pipeline.evaluation.embedder import resolve_model_source
+    from pipeline.modeling.encoder import validate_pooler
+
+    resolve_device(device)
+    if len(models) > 2:
+        raise PipelineError(f"--model given {len(models)} times; give one model or the two towers of a twin")
+    validate_pooler(pooler, "--pooler")
+    if not senteval.is_dir():
+        raise PipelineError(f"SentEval data folder {senteval} does not exist; run `dvc repro download` or pass --senteval DIR")
+    sts_tasks = load_tasks(senteval, tasks, max_pairs)
+    towers = WeightedTowers.of((resolve_model_source(name), 1.0) for name in models)
+
+    def make_embedder(source: str) -> HFEmbedder:
+        return HFEmbedder(source, pooler, max_length, batch_size, device)
+
+    return evaluate_models({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]

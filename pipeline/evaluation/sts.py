@@ -33,12 +33,11 @@ from tqdm.auto import tqdm
 
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
 from pipeline.io import atomic_path, sha256_of
+from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
 
 Embedder = Callable[[list[str]], torch.Tensor | np.ndarray]
-# A model to evaluate: its towers (model folders or hub ids) and each tower's weight in the sum.
-WeightedTowers = Sequence[tuple[str, float]]
 
 SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg."}
 
@@ -130,26 +129,16 @@ def embed_sentences(
     return EmbeddingTable({sentence: row for row, sentence in enumerate(unique)}, np.concatenate(chunks))
 
 
-def combine_tables(tables: Sequence[EmbeddingTable], weights: Sequence[float]) -> EmbeddingTable:
-    """The ensemble's table Σ_i w_i · h_i over the first table's sentences.
-
-    A twin is weights (1, 1); the UC ensemble (1 − w, 1 − w, w) — see `pipeline.modeling.ensembles`.
-    """
-    if len(tables) == 1 and weights[0] == 1:
-        return tables[0]
-    order = list(tables[0].index)
-    vectors = sum(weight * table.lookup(order) for table, weight in zip(tables, weights, strict=True))
-    return EmbeddingTable(tables[0].index, vectors.astype(np.float32))
-
-
-def twin(tower_i: str, tower_ii: str) -> WeightedTowers:
-    """A twin's embedding: h_I + h_II."""
-    return [(tower_i, 1.0), (tower_ii, 1.0)]
-
-
-def uc_ensemble(tower_i: str, tower_ii: str, uc_tower: str, weight: float) -> WeightedTowers:
-    """The UC ensemble: (1 − w)(h_I + h_II) + w · h_UC."""
-    return [(tower_i, 1 - weight), (tower_ii, 1 - weight), (uc_tower, weight)]
+def combine_tables(tables: Mapping[str, EmbeddingTable], towers: WeightedTowers | Sequence[tuple[str, float]]) -> EmbeddingTable:
+    """The model's table Σ_i w_i · h_i (`WeightedTowers.combine`) over its first tower's sentences;
+    `tables` holds each tower's table by folder."""
+    towers = WeightedTowers.of(towers)
+    members = [tables[tower] for tower in towers.folders]
+    if len(members) == 1 and towers.weights[0] == 1:
+        return members[0]
+    order = list(members[0].index)
+    vectors = towers.combine([table.lookup(order) for table in members])
+    return EmbeddingTable(members[0].index, vectors.astype(np.float32))
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -252,7 +241,7 @@ def evaluate_models(
 
     tables = {tower: table_of(tower) for tower in towers}
     return {
-        name: score_tasks(combine_tables([tables[tower] for tower, _ in members], [weight for _, weight in members]), tasks)
+        name: score_tasks(combine_tables(tables, members), tasks)
         for name, members in models.items()
     }
 

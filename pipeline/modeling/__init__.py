@@ -1,4 +1,4 @@
-"""Encoders of the pipeline: one sentence encoder, the TNCSE/JTCSE twin, ensembles, DDP gathering.
+"""Encoders of the pipeline: one sentence encoder, the TNCSE/JTCSE twin, DDP gathering.
 
 All models are stock Hugging Face BERT-family `PreTrainedModel`s (BERT, RoBERTa; MiniLM is BERT)
 loaded with their pooler layer, so every tower saves and loads with `save_pretrained` /
@@ -44,8 +44,7 @@ Public API:
   `validate_cross_outputs(value, key)`, `CROSS_MODES`, `validate_cross_mode(mode, cross_outputs, key)`.
 - `cross_layer_cls(layer, hidden, mask, other_layer, other_hidden) -> (B, d)`: [CLS] of one CAEL's
   cross outputs (the only row the objective reads, so the only one computed).
-- `twin_sum(h_I, h_II)`, `tower_sum(embeddings)`, `uc_ensemble(h_I, h_II, h_uc, weight)`,
-  `PAPER_UC_WEIGHT`.
+- Ensembles of saved towers (twin, UC) are `pipeline.models.WeightedTowers`.
 - `gather_with_grad(x, dim=0)`: all-gather across DDP ranks keeping the local gradient; identity
   without torch.distributed.
 
@@ -69,7 +68,6 @@ from pipeline.modeling.encoder import (
     set_dropout,
     validate_pooler,
 )
-from pipeline.modeling.ensembles import PAPER_UC_WEIGHT, tower_sum, twin_sum, uc_ensemble
 from pipeline.modeling.twin import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -85,7 +83,6 @@ from pipeline.modeling.twin import (
 __all__ = [
     "CROSS_MODES",
     "CROSS_OUTPUTS",
-    "PAPER_UC_WEIGHT",
     "POOLERS",
     "EncoderOutput",
     "SentenceEncoder",
@@ -103,9 +100,6 @@ __all__ = [
     "model_folder_errors",
     "pool",
     "set_dropout",
-    "tower_sum",
-    "twin_sum",
-    "uc_ensemble",
     "validate_cael",
     "validate_cross_mode",
     "validate_cross_outputs",

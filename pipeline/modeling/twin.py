@@ -43,7 +43,6 @@ from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, 
 from pipeline.config import (  # noqa: F401 (the rules are config's; re-exported for the library's users)
     CROSS_MODES, CROSS_OUTPUTS, validate_cael, validate_cross_mode, validate_cross_outputs,
 )
-from pipeline.modeling.ensembles import twin_sum
 
 
 def cael_layers(cael: int, num_layers: int) -> list[int]:
@@ -199,6 +198,7 @@ class TwinEncoder(nn.Module):
 
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path)."""
+        """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path): the
+        twin of the model registry (`pipeline.models.WeightedTowers.twin`) on the model in training."""
         h_I, h_II = (last_layer_cls(tower, input_ids, attention_mask) for tower in self.towers)
-        return twin_sum(h_I, h_II)
+        return h_I + h_II

@@ -17,9 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
+from pipeline.models import MODEL_NAMES
 
 TABLES_FILE = Path("tables.yaml")
-MODELS = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D")
+MODELS = MODEL_NAMES  # the registry of pipeline/models.py
 ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
 MTEB_PREFIX = "mteb:"  # a column read from reports/mteb/<model>.json (the MTEB suites)
 # Hydra config groups of conf/: the table's backbone and the run's scale select them, never a row.

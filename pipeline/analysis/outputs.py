@@ -1,0 +1,125 @@
+"""The `analyze` stage's work: the pipeline's trained models analysed on STS-B, and the files it
+writes under reports/analysis/ (per-model JSON, plot tables, figures).
+
+Models come from the registry (`pipeline.models.pipeline_models`); those not trained yet are
+skipped with a log line, the backbone is required. Each model's 7-STS average for η is read from
+reports/metrics/<model>.json (None while it has not been evaluated).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline import paths
+from pipeline.analysis.embedding import grid_bin_labels
+from pipeline.analysis.models import Analysis, analyze_models
+from pipeline.config import Params
+from pipeline.errors import PipelineError
+from pipeline.models import WeightedTowers, pipeline_models, split_available
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PipelineAnalysis:
+    """What the stage reports: the analysis, the models it covers and those skipped, the pair counts."""
+
+    analysis: Analysis
+    models: dict[str, WeightedTowers]
+    skipped: dict[str, list[str]]
+    pairs: int
+    align_pairs: int
+    norm_towers: list[str]
+
+
+def metrics_average(path: Path) -> float | None:
+    """The 7-STS average ("avg") of a metrics file, None when the model has not been evaluated."""
+    if not path.is_file():
+        return None
+    value = json.loads(path.read_text()).get("avg")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def tower_label(tower: str, models: dict[str, WeightedTowers]) -> str:
+    """A tower folder's name in the figures: the model it is (`pretrain-I`), or its ensemble's name
+    and folder (`joint/I`, `uc/uc`)."""
+    for name, members in models.items():
+        if members.folders == [tower]:
+            return name
+    name = next(name for name, members in models.items() if tower in members.folders)
+    return f"{name}/{Path(tower).name}"
+
+
+def _sts_pairs(params: Params) -> tuple[list, list]:
+    """(the STS-B test pairs capped by eval.max_pairs, the pairs of alignment and uniformity)."""
+    from pipeline.data.readers import STSB_SPLITS, load_sts_benchmark
+    from pipeline.evaluation.sts import load_tasks
+
+    (stsb,) = load_tasks(paths.SENTEVAL, ["STSBenchmark"], params.eval.max_pairs)
+    pairs = stsb.subsets["test"]
+    if params.analysis.align_data == "all":  # SimCSE: every STS-B sentence, uncapped
+        return pairs, [pair for split in STSB_SPLITS for pair in load_sts_benchmark(paths.SENTEVAL, "STSBenchmark", split)[split]]
+    return pairs, pairs
+
+
+def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineAnalysis:
+    """Analyse every trained model of the pipeline and write the files of reports/analysis/."""
+    from pipeline.evaluation.embedder import HFEmbedder
+    from pipeline.runtime import resolve_device
+
+    device = resolve_device(params.device)
+    evaluation = params.eval
+    if not paths.SENTEVAL.is_dir():
+        raise PipelineError(f"SentEval data folder {paths.SENTEVAL} does not exist; run `dvc repro download`")
+    models, skipped = split_available(pipeline_models(params))
+    if "backbone" not in models:
+        raise PipelineError(f"backbone folder {paths.BACKBONE} does not exist; run `dvc repro download`")
+    for name, missing in skipped.items():
+        log.info("analyze: skipping %s: %s not trained yet", name, ", ".join(missing))
+    pairs, align_pairs = _sts_pairs(params)
+    scores = {name: metrics_average(paths.metrics_file(name)) for name in models}
+
+    def make_embedder(tower: str) -> HFEmbedder:
+        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, params.device)
+
+    analysis = analyze_models(
+        models, pairs, make_embedder, scores, evaluation.batch_size, evaluation.max_length, device,
+        evaluation.cost_length, align_pairs,
+    )
+    norm_towers = write_outputs(analysis, models, folder)
+    return PipelineAnalysis(analysis, models, skipped, len(pairs), len(align_pairs), norm_towers)
+
+
+def write_outputs(analysis: Analysis, models: dict[str, WeightedTowers], folder: Path) -> list[str]:
+    """Every file of reports/analysis/ (atomically); returns the towers of norm_histogram.csv: the
+    joint model's two towers, or the backbone while no joint model exists."""
+    import pandas as pd
+
+    from pipeline.io import atomic_path, json_dumps_compact, write_json_atomic, write_text_atomic
+    from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
+
+    def write_csv(file: str, rows: list[dict]) -> None:
+        write_text_atomic(folder / file, pd.DataFrame(rows).to_csv(index=False))
+
+    def write_png(file: str, data: bytes) -> None:
+        with atomic_path(folder / file) as temporary:
+            temporary.write_bytes(data)
+
+    for name, report in analysis.reports.items():
+        write_json_atomic(folder / f"{name}.json", report)
+    write_csv("align_uniform.csv", analysis.align_uniform_table())
+    write_csv("cls_energy.csv", analysis.cls_energy_table())
+    for label, rows in analysis.cosine_density_tables().items():
+        write_csv(f"cosine_density_{label}.csv", rows)
+    write_csv("cosine_grid.csv", analysis.cosine_grid_table())
+    write_png("cosine_grid.png", cosine_grid_figure({name: density.grid for name, density in analysis.densities.items()}, grid_bin_labels()))
+    maps = {tower_label(tower, models): data for tower, data in analysis.attention_maps().items()}
+    write_text_atomic(folder / "attention_maps.json", json_dumps_compact(maps) + "\n")
+    write_png("attention_maps.png", attention_map_figure(maps))
+    norm_towers = (models["joint"] if "joint" in models else models["backbone"]).folders
+    write_csv("norm_histogram.csv", analysis.norm_histogram_table(norm_towers))
+    log.info("analyze: norm_histogram.csv holds the norms of %s", " + ".join(norm_towers))
+    return norm_towers

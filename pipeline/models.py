@@ -1,0 +1,162 @@
+"""The pipeline's models: one weighted-towers type and the registry of every model by name.
+
+A model is `WeightedTowers`: saved model folders whose last-layer [CLS] embeddings are summed with
+weights (DESIGN.md §2 and §5, Inference). Evaluation, the distillation teachers, analysis, the
+report's row names and the `evaluate` foreach of dvc.yaml (through `models` in params.yaml,
+checked against `dvc_models()` at load) all read this one registry.
+
+| name | towers (weights) |
+|---|---|
+| `backbone` | data/backbone |
+| `pretrain-I`, `pretrain-II` | data/models/pretrain/{I,II} |
+| `ensemble` | pretrain I + pretrain II (the untrained "None" row of the loss ablation) |
+| `joint` | data/models/joint/I + data/models/joint/II (TNCSE or JTCSE): the teacher of `joint-D` |
+| `joint-D` | data/models/distill/joint, the student of `joint` |
+| `uc` | (1 − w)(joint I + joint II) + w · data/uc, w = `Params.uc_weight` (`backbone.uc_weight`, or `backbone.jtcse_uc_weight` for a JTCSE twin): the teacher of `uc-D` |
+| `uc-D` | data/models/distill/uc, the student of `uc` |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline import paths
+
+if TYPE_CHECKING:
+    from pipeline.config import Params
+
+TOWER_NAMES = ("I", "II")
+MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D")
+# distilled model → its teacher (a model of the registry and a key of `distill.teachers`)
+STUDENTS = {"joint-D": "joint", "uc-D": "uc"}
+
+
+@dataclass(frozen=True)
+class WeightedTowers:
+    """Σ_i w_i · h_i over saved towers: iterating gives (folder, weight) pairs."""
+
+    members: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def of(cls, members: Iterable[tuple[str | Path, float]]) -> WeightedTowers:
+        """From (folder, weight) pairs: a folder or hub id as given, a Path as a POSIX string."""
+        return cls(tuple((folder if isinstance(folder, str) else folder.as_posix(), float(weight)) for folder, weight in members))
+
+    @classmethod
+    def single(cls, folder: str | Path) -> WeightedTowers:
+        return cls.of([(folder, 1.0)])
+
+    @classmethod
+    def twin(cls, tower_i: str | Path, tower_ii: str | Path) -> WeightedTowers:
+        """A twin's embedding: h_I + h_II."""
+        return cls.of([(tower_i, 1.0), (tower_ii, 1.0)])
+
+    @classmethod
+    def uc(cls, tower_i: str | Path, tower_ii: str | Path, uc_tower: str | Path, weight: float) -> WeightedTowers:
+        """The UC ensemble: (1 − w)(h_I + h_II) + w · h_UC, as weights (1 − w, 1 − w, w)."""
+        return cls.of([(tower_i, 1 - weight), (tower_ii, 1 - weight), (uc_tower, weight)])
+
+    @property
+    def folders(self) -> list[str]:
+        return [folder for folder, _ in self.members]
+
+    @property
+    def weights(self) -> list[float]:
+        return [weight for _, weight in self.members]
+
+    def combine(self, embeddings: Sequence):
+        """Σ_i w_i · embeddings[i] (tensors or arrays of equal shape, one per member, in order)."""
+        if len(embeddings) != len(self.members):
+            raise ValueError(f"{len(embeddings)} embeddings for {len(self.members)} towers")
+        return sum(weight * embedding for weight, embedding in zip(self.weights, embeddings))
+
+    def __iter__(self) -> Iterator[tuple[str, float]]:
+        return iter(self.members)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+
+def all_models(uc_weight: float) -> dict[str, WeightedTowers]:
+    """Every model the registry knows, in `MODEL_NAMES` order, with the UC weight `uc_weight`."""
+    first, second = (paths.pretrained_tower(tower) for tower in TOWER_NAMES)
+    joint_i, joint_ii = (paths.joint_model() / tower for tower in TOWER_NAMES)
+    models = {
+        "backbone": WeightedTowers.single(paths.BACKBONE),
+        "pretrain-I": WeightedTowers.single(first),
+        "pretrain-II": WeightedTowers.single(second),
+        "ensemble": WeightedTowers.twin(first, second),
+        "joint": WeightedTowers.twin(joint_i, joint_ii),
+        "joint-D": WeightedTowers.single(paths.student("joint")),
+        "uc": WeightedTowers.uc(joint_i, joint_ii, paths.UC, uc_weight),
+        "uc-D": WeightedTowers.single(paths.student("uc")),
+    }
+    assert tuple(models) == MODEL_NAMES
+    return models
+
+
+def pipeline_models(params: Params) -> dict[str, WeightedTowers]:
+    """The models of params.yaml's `models` (validated against the registry at load), in registry order."""
+    return {name: towers for name, towers in all_models(params.uc_weight).items() if name in params.models}
+
+
+def teacher_model(params: Params, teacher: str) -> WeightedTowers:
+    """The frozen ensemble a `distill@<teacher>` stage distils: the registry's model of that name."""
+    assert teacher in STUDENTS.values(), teacher  # distill.teachers is validated at load
+    return all_models(params.uc_weight)[teacher]
+
+
+def _dvc_output(folder: str) -> str:
+    """The DVC output a tower folder belongs to (the joint stage writes both towers as one folder)."""
+    joint = paths.joint_model()
+    return joint.as_posix() if joint in Path(folder).parents else folder
+
+
+def dvc_models() -> dict[str, dict[str, str]]:
+    """`models` of params.yaml: per model, the DVC outputs its `evaluate@<model>` stage depends on
+    (`model`, and `also`: the second one, or the first again)."""
+    entries = {}
+    for name, towers in all_models(0.0).items():
+        outputs = list(dict.fromkeys(_dvc_output(folder) for folder in towers.folders))
+        assert len(outputs) <= 2, (name, outputs)
+        entries[name] = {"model": outputs[0], "also": outputs[-1]}
+    return entries
+
+
+def check_models(models: Mapping[str, Mapping[str, str]], teachers: Iterable[str]) -> None:
+    """`models` of params.yaml against the registry: known names, the registry's folders, and a
+    distilled model only where its teacher is distilled. ValueError naming the key and the fix."""
+    known = dvc_models()
+    teachers = set(teachers)
+    for name, entry in models.items():
+        if name not in known:
+            raise ValueError(f"models.{name} is not a model of the pipeline; models: {', '.join(MODEL_NAMES)}")
+        if dict(entry) != known[name]:
+            raise ValueError(f"models.{name}={dict(entry)} must be {known[name]}, the folders the registry reads (pipeline/models.py)")
+        if name in STUDENTS and STUDENTS[name] not in teachers:
+            raise ValueError(f"models.{name} is distilled from '{STUDENTS[name]}', which is not in distill.teachers; add it or drop {name}")
+
+
+def tower_exists(tower: str | Path) -> bool:
+    """A saved Hugging Face model folder (it has config.json)."""
+    return (Path(tower) / "config.json").is_file()
+
+
+def missing_towers(towers: Iterable[tuple[str, float]]) -> list[str]:
+    """The towers of a model that are not saved yet."""
+    return [tower for tower, _ in towers if not tower_exists(tower)]
+
+
+def split_available(models: Mapping[str, WeightedTowers]) -> tuple[dict[str, WeightedTowers], dict[str, list[str]]]:
+    """(models whose towers all exist, {skipped model: its missing towers}), both in registry order."""
+    available, skipped = {}, {}
+    for name, towers in models.items():
+        missing = missing_towers(towers)
+        if missing:
+            skipped[name] = missing
+        else:
+            available[name] = towers
+    return available, skipped
