@@ -2,8 +2,10 @@
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
 pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
-eval settings of params.yaml and writes reports/metrics/<model>.json, and reports/mteb/<model>.json:
-the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
+eval settings of params.yaml and writes
+reports/metrics/details/<model>.json (every score: subsets, "mean", the settings), the
+headline reports/metrics/<model>.json (the seven reported scores and avg: `dvc metrics show`), and
+reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
@@ -37,7 +39,7 @@ def command(
 ) -> None:
     from pipeline.io import write_json_atomic
     from pipeline.errors import PipelineError
-    from pipeline.evaluation.sts import format_table
+    from pipeline.evaluation.sts import format_table, headline_scores
 
     if name is not None:
         if model or output:
@@ -45,7 +47,8 @@ def command(
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
         results, mteb_results = evaluate_pipeline_model(name, load_params(params))
-        output = paths.metrics_file(name)
+        write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", results)
+        output, written = paths.metrics_file(name), headline_scores(results)
         label = name
     else:
         if not model or output is None:
@@ -53,9 +56,9 @@ def command(
         from pipeline.evaluation.pipeline_eval import evaluate_standalone
 
         results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
-        label = " + ".join(model)
+        written, label = results, " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
-    write_json_atomic(output, results)
+    write_json_atomic(output, written)
     if name is not None:
         from pipeline.evaluation.mteb_suites import suite_lines
 

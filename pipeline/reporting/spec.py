@@ -1,7 +1,7 @@
 """The table specs of `tables.yaml`: which runs are a table's rows, which metrics its columns, and
 the paper's own numbers.
 
-A row names the model whose metrics it shows (`reports/metrics/<model>.json`) and, when the row is
+A row names the model whose metrics it shows (`reports/metrics/details/<model>.json`) and, when the row is
 a separate DVC experiment, the parameter overrides that define that experiment. Loading validates
 the file: an unknown key, a paper number for a column the table does not have or a malformed
 override stops the report with one line naming the key.
