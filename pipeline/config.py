@@ -241,9 +241,15 @@ class ModelOutputs(Section):
 
 class MtebSettings(Section):
     enabled: bool = False
-    sts_tasks: list[str] = ["STS17", "STS22.v2", "STSBenchmarkMultilingualSTS"]
-    zero_shot_tasks: list[str] = []
-    local: bool = Field(True, description="offline: local mteb tasks built from the mirror's raw files")
+    suite: list[str] = Field(["jtcse-sts-en"], min_length=1, description="suites of conf/mteb/ (a name or a list)")
+    local_items: int | None = Field(
+        None, ge=10, description="cap on queries, pairs or sentences per split of the local suites; null = all"
+    )
+
+    @field_validator("suite", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class EvalSettings(Section):

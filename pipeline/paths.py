@@ -19,8 +19,12 @@ CACHE = DATA / "cache"
 EMBEDDINGS_CACHE = CACHE / "embeddings"
 REPORTS = Path("reports")
 TRAINING_REPORTS = REPORTS / "training"
-METRICS = REPORTS / "metrics"
+METRICS = REPORTS / "metrics"  # headline: `dvc metrics show` (7 task scores + avg per model; best dev + steps per training stage)
+METRICS_DETAILS = METRICS / "details"  # every number of the evaluate stage (subsets, "mean", MTEB): plain outs
+TRAINING_DETAILS = TRAINING_REPORTS / "details"  # every number of a training stage's summary
+FIGURES = REPORTS / "figures"  # the papers' figures as PNG (DVC image plots)
 ANALYSIS = REPORTS / "analysis"
+MTEB = REPORTS / "mteb"  # MTEB suite results per model (pipeline.evaluation.mteb_suites)
 TABLES = REPORTS / "tables"
 BENCH = REPORTS / "bench.json"
 

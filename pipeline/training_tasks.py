@@ -299,5 +299,8 @@ def run_training(name: str, task, examples, settings: OptimSettings, lr: float, 
         dev_score, description=name, fingerprint=fingerprint,
     )
     if context.is_main:
-        write_training_report(result, paths.TRAINING_REPORTS / f"{name}.json", paths.TRAINING_REPORTS / f"{name}.csv")
+        write_training_report(
+            result, paths.TRAINING_REPORTS / f"{name}.json", paths.TRAINING_REPORTS / f"{name}.csv",
+            paths.TRAINING_DETAILS / f"{name}.json",
+        )
     return result

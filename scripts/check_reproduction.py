@@ -1,7 +1,8 @@
 """Did this run reproduce the committed results? For CI, after `dvc repro` on a fresh clone.
 
 The round-trip files must be byte-identical to the committed run (their hashes in dvc.lock), and
-every number in reports/metrics/*.json within --tolerance points of the committed value (room for
+every number in reports/metrics/*.json and reports/metrics/details/*.json (the headline and every
+score) within --tolerance points of the committed value (room for
 floating-point differences between CPUs). Prints the largest metric difference; exits 1 otherwise.
 
     python scripts/check_reproduction.py [--ref HEAD] [--tolerance 0.01]
@@ -79,7 +80,7 @@ def check(root: Path, ref: str, tolerance: float) -> int:
             problems.append(f"{path}: md5 {actual_hashes.get(path)} vs committed {digest}")
 
     listing = subprocess.run(
-        ["git", "ls-tree", "--name-only", ref, f"{METRICS_DIR}/"], cwd=root, capture_output=True, text=True, check=True
+        ["git", "ls-tree", "-r", "--name-only", ref, f"{METRICS_DIR}/"], cwd=root, capture_output=True, text=True, check=True
     ).stdout.split()
     metric_files = sorted(path for path in listing if path.endswith(".json"))
     if not metric_files:

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Install everything the pipeline needs on a fresh Debian machine: Apertium (offline round-trip
-# translation for the tiny preset) and a virtual environment .venv with the project and its tests.
+# translation for the tiny preset), Chromium (the browser test of `dvc plots show`) and a virtual
+# environment .venv with the project and its tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # util-linux (essential, so normally present) has setpriv: Apertium requests die with the rtt stage
 apertium_packages="apertium apertium-eng-spa apertium-eng-cat util-linux"
-if ! dpkg -s $apertium_packages >/dev/null 2>&1; then
+# chromium: tests/test_browser.py renders `dvc plots show` headless, network off
+debian_packages="$apertium_packages chromium"
+if ! dpkg -s $debian_packages >/dev/null 2>&1; then
   sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $apertium_packages >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq $debian_packages >/dev/null
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv

@@ -5,8 +5,9 @@ analysis.align_data, device), the pipeline's models (`pipeline.models.pipeline_m
 those not trained yet are skipped with a log line, the backbone is required), STS-B
 (data/raw/senteval) and each model's 7-STS average from reports/metrics/<model>.json. Writes
 reports/analysis/<model>.json and the plot data align_uniform.csv, cls_energy.csv,
-cosine_density_<lo>-<hi>.csv, cosine_grid.csv + .png (JTCSE Fig. 5), attention_maps.json + .png
-(JTCSE Fig. 9), norm_histogram.csv.
+cosine_density_<lo>-<hi>.csv, cosine_grid.csv (JTCSE Fig. 5), attention_maps.json (JTCSE Fig. 9),
+norm_histogram.csv, and the figures (PNG) under reports/figures/: alignment_uniformity,
+cls_energy, cosine_density, norm_histogram, attention_sink, cosine_grid, attention_maps.
 
 Per model JSON: alignment (pairs with gold > 4) and uniformity (t = 2) on the STS-B sentences of
 analysis.align_data (all splits, or the capped test split), e_cls (per layer; for an ensemble the
@@ -42,7 +43,7 @@ def command(
         f"alignment/uniformity on {result.align_pairs} ({settings.analysis.align_data}); backbone: "
         f"alignment {_fmt(backbone['alignment'])}, uniformity {backbone['uniformity']:.3f}, "
         f"E_CLS {backbone['e_cls_mean']:.4f}, {backbone['gmacs']:.2f} GMAC at {settings.eval.cost_length} tokens, "
-        f"eta {_fmt(backbone['eta'])} -> {paths.ANALYSIS}/",
+        f"eta {_fmt(backbone['eta'])} -> {paths.ANALYSIS}/, {paths.FIGURES}/",
     )
 
 

@@ -2,8 +2,10 @@
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
 pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
-eval settings of params.yaml, MTEB included when eval.mteb.enabled, and writes
-reports/metrics/<model>.json.
+eval settings of params.yaml and writes
+reports/metrics/details/<model>.json (every score: subsets, "mean", the settings), the
+headline reports/metrics/<model>.json (the seven reported scores and avg: `dvc metrics show`), and
+reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
@@ -40,6 +42,7 @@ def command(
 ) -> None:
     from pipeline.io import write_json_atomic
     from pipeline.errors import PipelineError
+    from pipeline.evaluation.sts import format_table, headline_scores
 
     if name is not None:
         if model or output:
@@ -47,8 +50,9 @@ def command(
         settings = load_params(params)  # a bad params file fails before the evaluator's imports (seconds)
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
-        results = evaluate_pipeline_model(name, settings)
-        output = paths.metrics_file(name)
+        results, mteb_results = evaluate_pipeline_model(name, settings)
+        write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", results)
+        output, written = paths.metrics_file(name), headline_scores(results)
         label = name
     else:
         if not model or output is None:
@@ -57,13 +61,17 @@ def command(
         from pipeline.evaluation.pipeline_eval import evaluate_standalone
 
         results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, budget)
-        label = " + ".join(model)
-    from pipeline.evaluation.sts import format_table
-
+        written, label = results, " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
-    write_json_atomic(output, results)
-    mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
-    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
+    write_json_atomic(output, written)
+    if name is not None:
+        from pipeline.evaluation.mteb_suites import suite_lines
+
+        for line in suite_lines(mteb_results["suites"]):
+            typer.echo(line)
+        write_json_atomic(paths.MTEB / f"{name}.json", mteb_results)
+        output = f"{output}, {paths.MTEB / f'{name}.json'}"
+    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f} -> {output}")
 
 
 def token_budget_option(token_budget: str, max_length: int) -> int | str:

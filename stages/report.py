@@ -1,8 +1,9 @@
 """Render every table of tables.yaml, ours beside the paper's: each cell is ours | paper | Δ.
 
-Reads tables.yaml, params.yaml (the scale), reports/metrics/*.json, reports/analysis/*.json and,
-for rows that are DVC experiments, `dvc exp show --json`; writes reports/tables/<id>.md, .csv,
-.tex and README.md. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
+Reads tables.yaml, params.yaml (the scale), reports/metrics/*.json and details/*.json,
+reports/analysis/*.json and, for rows that are DVC experiments, `dvc exp show --json` (their details
+and analysis files from git); writes reports/tables/<id>.md, .csv, .tex and README.md, and the
+training curves reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv). `--queue <table>` prints the `dvc exp run --queue` commands of that table's
 missing experiments (`--run` queues them)."""
 
 from pathlib import Path
@@ -23,7 +24,7 @@ def command(
     run: bool = typer.Option(False, "--run", help="with --queue: queue them now"),
 ) -> None:
     from pipeline.errors import PipelineError
-    from pipeline.reporting.report import TABLES, summary_line, write_tables
+    from pipeline.reporting.report import TABLES, summary_line, write_tables, write_training_figures
     from pipeline.reporting.runs import run_queue_command, search_experiments, workspace_run
     from pipeline.reporting.spec import load_tables
     from pipeline.reporting.tables import RunSource, build_table, build_tables, check_override_keys
@@ -36,6 +37,7 @@ def command(
     source = RunSource(workspace_run(workspace_params), lambda: search_experiments(tables.experiment_commits))
     if queue is None:
         built = build_tables(tables, source)
+        write_training_figures()
         write_tables(built, TABLES)
         summary(NAME, summary_line(built, TABLES))
         return

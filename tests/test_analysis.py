@@ -319,8 +319,10 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
     maps = json.loads((analysis / "attention_maps.json").read_text())
     assert list(maps) == ["backbone", "pretrain-I", "pretrain-II"]  # the ensemble's towers are these two
     assert maps["backbone"]["sentence"] == "This is an example sentence for visualizing attention scores."
-    for figure in ("cosine_grid.png", "attention_maps.png"):
-        assert (analysis / figure).read_bytes().startswith(b"\x89PNG")
+    figures = analysis.parent / "figures"
+    for figure in ("alignment_uniformity.png", "cls_energy.png", "cosine_density.png", "norm_histogram.png",
+                   "attention_sink.png", "cosine_grid.png", "attention_maps.png"):
+        assert (figures / figure).read_bytes().startswith(b"\x89PNG")
 
 
 def test_stage_takes_alignment_and_uniformity_from_every_stsb_split(

@@ -106,15 +106,15 @@ def test_a_row_the_backbone_cannot_run_is_not_applicable():
     assert len(table.queue_commands) == 5  # 1, 2, 3, 4, 6; "w/o" is the workspace's own run
 
 
-def test_the_index_lists_the_analysis_figures_that_exist(tmp_path):
+def test_the_index_lists_the_figures_that_exist(tmp_path):
     from pipeline.reporting.report import write_tables
 
-    (tmp_path / "analysis").mkdir()
-    (tmp_path / "analysis" / "cosine_grid.png").write_bytes(b"\x89PNG")
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "cosine_grid.png").write_bytes(b"\x89PNG")
     (tmp_path / "tables").mkdir()
     write_tables([build_table(TABLES, "jtcse-cael", source_with({}))], tmp_path / "tables")
     readme = (tmp_path / "tables" / "README.md").read_text()
-    assert "- [cosine_grid.png](../analysis/cosine_grid.png): Share of STS-B test pairs" in readme
+    assert "- [cosine_grid.png](../figures/cosine_grid.png): Share of STS-B test pairs" in readme
     assert "attention_maps.png" not in readme  # not drawn yet
 
 
@@ -256,7 +256,7 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
     assert written == expected | {"README.md"}  # and the stale table is gone
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
-    assert "[report] 19 tables rendered at tiny scale" in capsys.readouterr().out
+    assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in capsys.readouterr().out
 
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue="jtcse-cael", run=False)
     printed = capsys.readouterr().out.splitlines()

@@ -173,8 +173,9 @@ def test_training_report_files(tmp_path):
 
     result = TrainingResult(2, 50.0, 2, 0.5, 1.5, 100.0, None,
                             [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}])
-    write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv")
-    assert json.loads((tmp_path / "m.json").read_text())["best_dev_stsb"] == 50.0
+    write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv", tmp_path / "details" / "m.json")
+    assert json.loads((tmp_path / "m.json").read_text()) == {"best_dev_stsb": 50.0, "steps": 2}
+    assert json.loads((tmp_path / "details" / "m.json").read_text()) == {"steps": 2, "best_dev_stsb": 50.0, "best_step": 2, "final_loss": 0.5}
     assert (tmp_path / "c.csv").read_text().splitlines() == ["step,dev_stsb,loss", "1,,1", "2,50,0.5"]
 
 

@@ -1,5 +1,5 @@
 """The `analyze` stage's work: the pipeline's trained models analysed on STS-B, and the files it
-writes under reports/analysis/ (per-model JSON, plot tables, figures).
+writes under reports/analysis/ (per-model JSON, plot tables) and reports/figures/ (PNG).
 
 Models come from the registry (`pipeline.models.pipeline_models`); those not trained yet are
 skipped with a log line, the backbone is required. Each model's 7-STS average for η is read from
@@ -94,20 +94,16 @@ def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineA
     return PipelineAnalysis(analysis, models, skipped, len(pairs), len(align_pairs), norm_towers)
 
 
-def write_outputs(analysis: Analysis, models: dict[str, WeightedTowers], folder: Path) -> list[str]:
-    """Every file of reports/analysis/ (atomically); returns the towers of norm_histogram.csv: the
+def write_outputs(analysis: Analysis, models: dict[str, WeightedTowers], folder: Path, figures: Path = paths.FIGURES) -> list[str]:
+    """Every file of reports/analysis/ and the figures (PNG) under reports/figures/ (atomically); returns the towers of norm_histogram.csv: the
     joint model's two towers, or the backbone while no joint model exists."""
     import pandas as pd
 
-    from pipeline.io import atomic_path, json_dumps_compact, write_json_atomic, write_text_atomic
-    from pipeline.reporting.figures import attention_map_figure, cosine_grid_figure
+    from pipeline.io import json_dumps_compact, write_json_atomic, write_text_atomic
+    from pipeline.reporting.figures import analysis_figures, write_figures
 
     def write_csv(file: str, rows: list[dict]) -> None:
         write_text_atomic(folder / file, pd.DataFrame(rows).to_csv(index=False))
-
-    def write_png(file: str, data: bytes) -> None:
-        with atomic_path(folder / file) as temporary:
-            temporary.write_bytes(data)
 
     for name, report in analysis.reports.items():
         write_json_atomic(folder / f"{name}.json", report)
@@ -116,11 +112,11 @@ def write_outputs(analysis: Analysis, models: dict[str, WeightedTowers], folder:
     for label, rows in analysis.cosine_density_tables().items():
         write_csv(f"cosine_density_{label}.csv", rows)
     write_csv("cosine_grid.csv", analysis.cosine_grid_table())
-    write_png("cosine_grid.png", cosine_grid_figure({name: density.grid for name, density in analysis.densities.items()}, grid_bin_labels()))
     maps = {tower_label(tower, models): data for tower, data in analysis.attention_maps().items()}
     write_text_atomic(folder / "attention_maps.json", json_dumps_compact(maps) + "\n")
-    write_png("attention_maps.png", attention_map_figure(maps))
     norm_towers = (models["joint"] if "joint" in models else models["backbone"]).folders
     write_csv("norm_histogram.csv", analysis.norm_histogram_table(norm_towers))
+    norm_label = "joint model's towers" if "joint" in models else "backbone"
+    write_figures(analysis_figures(analysis, maps, norm_towers, norm_label, grid_bin_labels()), figures)
     log.info("analyze: norm_histogram.csv holds the norms of %s", " + ".join(norm_towers))
     return norm_towers

@@ -32,6 +32,7 @@ import torch
 from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
+from pipeline.config import STS_TASKS
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
 from pipeline.io import atomic_path, sha256_of
 from pipeline.models import WeightedTowers
@@ -173,6 +174,14 @@ def reported_score(task_result: Mapping[str, object]) -> float:
         return float(task_result["all"])
     (score,) = task_result.values()
     return float(score)
+
+
+def headline_scores(results: Mapping[str, object]) -> dict[str, float]:
+    """What `dvc metrics show` prints for a model (reports/metrics/<model>.json): each task's
+    reported score (`reported_score`) under the task's name, then "avg". Everything else of
+    `results` (subsets, "mean", MTEB, settings) lives in the details file beside it."""
+    tasks = [name for name in results if name in STS_TASKS]
+    return {name: reported_score(results[name]) for name in tasks} | {"avg": float(results["avg"])}
 
 
 def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:

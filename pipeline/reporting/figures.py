@@ -1,5 +1,13 @@
-"""The papers' analysis figures as PNG files (matplotlib, no display needed).
+"""The papers' figures as PNG files under reports/figures/ (matplotlib's Agg backend: no display,
+no JavaScript; DVC embeds them as image plots, so `dvc plots show` shows them offline).
 
+Drawn by the analyze stage (`analysis_figures`) from its results:
+- `alignment_uniformity_figure`: JTCSE Fig. 7 style, one labelled point per model.
+- `cls_energy_figure`: E_CLS (mean over layers) vs the 7-STS average, with the least-squares line.
+- `cosine_density_figure`: the cosine-similarity density of each STS-B gold group, one line per model.
+- `norm_histogram_figure`: the distributions of ||h^L|| and ||h^P||.
+- `attention_sink_figure`: the last layer's head-averaged attention of one sentence, one map per
+  model (the columns of [CLS], [SEP] and "." are the sinks).
 - `cosine_grid_figure`: JTCSE Fig. 5, one 5×5 heat map per model — rows the STS-B gold groups
   0-1 … 4-5, columns the cosine bins 0-0.2 … 0.8-1.0, cells the share of the group's pairs.
 - `attention_map_figure`: JTCSE Fig. 9, a grid of head-averaged attention maps of one sentence,
@@ -12,20 +20,30 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on servers and CI
 from matplotlib import pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 _PNG_METADATA = {"Software": None}
-# The figures the analyze stage draws (file under reports/analysis/ → what it shows), listed in
-# reports/tables/README.md.
-ANALYSIS_FIGURES = {
+# Every figure (file under reports/figures/ → what it shows), in the order reports/tables/README.md
+# lists them; the report stage draws the first two, the analyze stage the others.
+FIGURES = {
+    "training_loss.png": "Training loss per step, one line per training stage",
+    "training_dev.png": "STS-B dev Spearman × 100 per evaluation step, one line per training stage",
+    "alignment_uniformity.png": "Alignment vs uniformity, one point per model; lower left is better (JTCSE Fig. 7)",
+    "cls_energy.png": "CLS energy weight E_CLS (mean over layers) vs 7-STS average, with the trend line (JTCSE Fig. 10)",
+    "cosine_density.png": "Density of cosine similarities of STS-B test pairs per gold group, per model",
+    "norm_histogram.png": "Norms of the last-hidden [CLS] vector h^L and the pooler output h^P (JTCSE discussion)",
+    "attention_sink.png": "Last layer's head-averaged attention of one sentence per model: the attention sink",
     "cosine_grid.png": "Share of STS-B test pairs per cosine bin in each gold group, per model (JTCSE Fig. 5)",
     "attention_maps.png": "Head-averaged attention maps of one sentence, layers × models (JTCSE Fig. 9)",
 }
+TRAINING_FIGURES = ("training_loss.png", "training_dev.png")
 
 
 def _png(figure) -> bytes:
@@ -72,3 +90,163 @@ def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
                 axis.set_ylabel(f"layer {row + 1}", fontsize=7)
     figure.tight_layout()
     return _png(figure)
+
+
+def _labelled_scatter(axis, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str]) -> None:
+    """One coloured, labelled point per model."""
+    colours = plt.get_cmap("tab10")
+    for index, (x, y, label) in enumerate(zip(xs, ys, labels)):
+        axis.scatter([x], [y], color=colours(index % 10), s=40, zorder=3)
+        axis.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    axis.grid(alpha=0.3)
+
+
+def alignment_uniformity_figure(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """`rows` of `Analysis.align_uniform_table` (model, uniformity, alignment); models without an
+    alignment (no positive pairs) are left out and named in the title."""
+    shown = [row for row in rows if row["alignment"] is not None]
+    figure, axis = plt.subplots(figsize=(6, 4.5))
+    _labelled_scatter(axis, [row["uniformity"] for row in shown], [row["alignment"] for row in shown], [row["model"] for row in shown])
+    missing = [row["model"] for row in rows if row["alignment"] is None]
+    axis.set_title("Alignment vs uniformity" + (f" (no positive pairs: {', '.join(missing)})" if missing else ""), fontsize=10)
+    axis.set_xlabel("uniformity  l_uniform (lower is better)")
+    axis.set_ylabel("alignment  l_align (lower is better)")
+    figure.tight_layout()
+    return _png(figure)
+
+
+def cls_energy_figure(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """`rows` of `Analysis.cls_energy_table` (model, e_cls, avg): models with a 7-STS average as
+    labelled points and, with two or more, the least-squares line avg = a · E_CLS + b."""
+    shown = [row for row in rows if row["avg"] is not None]
+    figure, axis = plt.subplots(figsize=(6, 4.5))
+    xs, ys = np.array([row["e_cls"] for row in shown], float), np.array([row["avg"] for row in shown], float)
+    _labelled_scatter(axis, xs, ys, [row["model"] for row in shown])
+    title = "E_CLS vs 7-STS average"
+    if len(shown) >= 2 and np.ptp(xs) > 0:
+        slope, intercept = np.polyfit(xs, ys, 1)
+        line = np.linspace(xs.min(), xs.max(), 50)
+        axis.plot(line, slope * line + intercept, "--", color="grey", label=f"trend: {slope:.1f} · E_CLS + {intercept:.1f}")
+        axis.legend(fontsize=8)
+    else:
+        title += " (fewer than two evaluated models: no trend line)"
+    axis.set_title(title, fontsize=10)
+    axis.set_xlabel("E_CLS, mean over layers")
+    axis.set_ylabel("7-STS average (Spearman × 100)")
+    figure.tight_layout()
+    return _png(figure)
+
+
+def cosine_density_figure(tables: Mapping[str, Sequence[Mapping[str, float]]]) -> bytes:
+    """`tables[gold group]` = rows of `Analysis.cosine_density_tables` (cosine, then one density per model)."""
+    groups = list(tables)
+    figure, axes = plt.subplots(1, len(groups), figsize=(3.2 * len(groups), 3.2), squeeze=False, sharey=True)
+    for axis, group in zip(axes[0], groups):
+        rows = tables[group]
+        cosines = [row["cosine"] for row in rows]
+        for model in [key for key in rows[0] if key != "cosine"]:
+            axis.plot(cosines, [row[model] for row in rows], label=model, linewidth=1.2)
+        axis.set_title(f"gold {group}", fontsize=9)
+        axis.set_xlabel("cosine similarity", fontsize=8)
+        axis.grid(alpha=0.3)
+    axes[0][0].set_ylabel("density", fontsize=8)
+    axes[0][-1].legend(fontsize=6)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def norm_histogram_figure(rows: Sequence[Mapping[str, float]], towers: str) -> bytes:
+    """`rows` of `Analysis.norm_histogram_table` (norm, last_hidden, pooler densities) of `towers`."""
+    figure, axis = plt.subplots(figsize=(6, 4))
+    centres = [row["norm"] for row in rows]
+    width = centres[1] - centres[0] if len(centres) > 1 else 1.0
+    for key, label in (("last_hidden", "||h^L|| (last hidden [CLS])"), ("pooler", "||h^P|| (pooler output)")):
+        axis.bar(centres, [row[key] for row in rows], width=width, alpha=0.6, label=label)
+    axis.set_title(f"Norm distributions ({towers})", fontsize=10)
+    axis.set_xlabel("L2 norm")
+    axis.set_ylabel("density")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def attention_sink_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
+    """The last layer of each model's `attention_map`: query rows, key columns, one panel per model."""
+    models = list(maps)
+    columns = min(4, len(models))
+    rows = -(-len(models) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.4 * rows), squeeze=False)
+    for axis in axes.flat[len(models):]:
+        axis.axis("off")
+    for axis, model in zip(axes.flat, models):
+        tokens = maps[model]["tokens"]
+        image = axis.imshow(maps[model]["layers"][-1], cmap="magma", vmin=0, vmax=1)
+        axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=5)
+        axis.set_yticks(range(len(tokens)), tokens, fontsize=5)
+        axis.set_title(f"{model}, layer {len(maps[model]['layers'])}", fontsize=8)
+        axis.set_xlabel("key (attended to)", fontsize=6)
+        axis.set_ylabel("query", fontsize=6)
+    figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention")
+    return _png(figure)
+
+
+def training_curve_figure(curves: Mapping[str, Any], column: str, label: str) -> bytes:
+    """`curves[stage]` = the stage's reports/training/<stage>.csv as a DataFrame; one line per stage
+    of `column` (rows where it is empty are skipped) against the step."""
+    figure, axis = plt.subplots(figsize=(7, 4))
+    drawn = 0
+    for stage, frame in curves.items():
+        if column in frame:
+            points = frame[["step", column]].dropna()
+            axis.plot(points["step"], points[column], marker="o" if len(points) < 30 else None, markersize=3, label=stage)
+            drawn += bool(len(points))
+    if not drawn:
+        axis.text(0.5, 0.5, f"no training stage has logged {column} yet", ha="center", va="center", transform=axis.transAxes)
+    else:
+        axis.legend(fontsize=8)
+    axis.set_title(label, fontsize=10)
+    axis.set_xlabel("step")
+    axis.set_ylabel(label)
+    axis.grid(alpha=0.3)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def training_figures(folder: Path) -> dict[str, bytes]:
+    """The two training figures from every <stage>.csv of reports/training/ (`folder`)."""
+    import pandas as pd
+
+    curves = {path.stem: pd.read_csv(path) for path in sorted(folder.glob("*.csv"))}
+    return {
+        "training_loss.png": training_curve_figure(curves, "loss", "training loss"),
+        "training_dev.png": training_curve_figure(curves, "dev_stsb", "STS-B dev Spearman × 100"),
+    }
+
+
+def analysis_figures(
+    analysis: Any, maps: Mapping[str, Mapping[str, Any]], norm_towers: Sequence[str], norm_label: str, cosine_bins: Sequence[str]
+) -> dict[str, bytes]:
+    """Every figure of the analyze stage (file name → PNG bytes) from a `pipeline.analysis.Analysis`,
+    the attention maps keyed by model label, the towers whose norms are pooled (and their name in
+    the title) and the cosine bins of JTCSE Fig. 5."""
+    return {
+        "alignment_uniformity.png": alignment_uniformity_figure(analysis.align_uniform_table()),
+        "cls_energy.png": cls_energy_figure(analysis.cls_energy_table()),
+        "cosine_density.png": cosine_density_figure(analysis.cosine_density_tables()),
+        "norm_histogram.png": norm_histogram_figure(analysis.norm_histogram_table(norm_towers), norm_label),
+        "attention_sink.png": attention_sink_figure(maps),
+        "cosine_grid.png": cosine_grid_figure({name: density.grid for name, density in analysis.densities.items()}, cosine_bins),
+        "attention_maps.png": attention_map_figure(maps),
+    }
+
+
+def write_figures(figures: Mapping[str, bytes], folder: Path) -> list[Path]:
+    """Each PNG atomically under `folder`; returns the paths written."""
+    from pipeline.io import atomic_path
+
+    written = []
+    for name, data in figures.items():
+        with atomic_path(folder / name) as temporary:
+            temporary.write_bytes(data)
+        written.append(folder / name)
+    return written

@@ -1,11 +1,12 @@
-"""The report: write every filled table as .md, .csv and .tex, plus the index and a summary line."""
+"""The report: write every filled table as .md, .csv and .tex, the training figures, the index
+(with every figure drawn) and a summary line."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from pipeline.io import write_text_atomic
-from pipeline.paths import ANALYSIS, TABLES
+from pipeline.paths import FIGURES, TABLES, TRAINING_REPORTS
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.tables import Table
 
@@ -24,12 +25,12 @@ def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
             path = folder / f"{table.id}{suffix}"
             write_text_atomic(path, text)
             written.append(path)
-    from pipeline.reporting.figures import ANALYSIS_FIGURES
+    from pipeline.reporting.figures import FIGURES as CAPTIONS
 
     figures = {
-        Path("..", ANALYSIS.name, name).as_posix(): caption
-        for name, caption in ANALYSIS_FIGURES.items()
-        if (folder.parent / ANALYSIS.name / name).is_file()
+        Path("..", FIGURES.name, name).as_posix(): caption
+        for name, caption in CAPTIONS.items()
+        if (folder.parent / FIGURES.name / name).is_file()
     }
     readme = folder / "README.md"
     write_text_atomic(readme, index(tables, figures))
@@ -38,6 +39,13 @@ def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
         if stale.suffix in TABLE_SUFFIXES and stale not in written:
             stale.unlink()
     return written
+
+
+def write_training_figures(training: Path = TRAINING_REPORTS, folder: Path = FIGURES) -> list[Path]:
+    """The training loss and STS-B dev curves of every training stage (reports/training/*.csv) as PNG."""
+    from pipeline.reporting.figures import training_figures, write_figures
+
+    return write_figures(training_figures(training), folder)
 
 
 def summary_line(tables: list[Table], folder: Path = TABLES) -> str:

@@ -1,8 +1,10 @@
 """The runs a table row can come from, and how a row's overrides select one.
 
 A run is a set of params and the JSON files it produced: the workspace (params.yaml and
-reports/metrics, reports/analysis on disk) or a finished DVC experiment or commit as
-`dvc exp show --json` lists it. A row fits a run when every override it needs (`train.cael=2`,
+reports/metrics, reports/metrics/details, reports/analysis on disk) or a finished DVC experiment
+or commit as `dvc exp show --json` lists it. `dvc exp show` carries only the headline metrics
+(the seven scores and avg); the details and analysis files, plain outputs kept in git, are read
+from the run's git revision (`revision_files`). A row fits a run when every override it needs (`train.cael=2`,
 and the table's `scale=…`, `backbone=…`) equals the run's params.
 """
 
@@ -14,6 +16,7 @@ import math
 import re
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +24,8 @@ from typing import Any
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.paths import ANALYSIS, METRICS
-from pipeline.reporting.spec import ANALYSIS_PREFIX, split_override
+from pipeline.paths import ANALYSIS, METRICS, METRICS_DETAILS, MTEB
+from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,7 @@ DVC_TIMEOUT_SECONDS = 600
 FINISHED_STATES = (None, "success")
 _PLACEHOLDER = re.compile(r"\{(?P<path>[\w.-]+)(?:\s*\*\s*(?P<factor>[0-9.]+))?\}")
 _ABSENT = object()
+ReadFiles = Callable[[str], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,14 @@ class Run:
     timestamp: str | None = None
 
     def value(self, model: str, column: str) -> float | None:
-        """A table column of one model: `STS12.all` from its metrics, `analysis:gmacs` from its analysis."""
-        if column.startswith(ANALYSIS_PREFIX):
-            return metric_at(self.files.get(analysis_file(model)), column.removeprefix(ANALYSIS_PREFIX))
-        return metric_at(self.files.get(metrics_file(model)), column)
+        """A table column of one model: `STS12.all` from its metrics details, `analysis:gmacs` from
+        its analysis, `mteb:suites.<suite>.avg` from its MTEB results. A revision from before the
+        details files held every score in the headline file, so that is read where a run has no
+        details file."""
+        if column.startswith((ANALYSIS_PREFIX, MTEB_PREFIX)):
+            return metric_at(self.files.get(file_of(model, column)), strip_prefix(column))
+        details = self.files.get(details_file(model))
+        return metric_at(details if details is not None else self.files.get(metrics_file(model)), column)
 
 
 @dataclass(frozen=True)
@@ -68,8 +76,29 @@ def metrics_file(model: str) -> str:
     return (METRICS / f"{model}.json").as_posix()
 
 
+def details_file(model: str) -> str:
+    return (METRICS_DETAILS / f"{model}.json").as_posix()
+
+
 def analysis_file(model: str) -> str:
     return (ANALYSIS / f"{model}.json").as_posix()
+
+
+def mteb_file(model: str) -> str:
+    return (MTEB / f"{model}.json").as_posix()
+
+
+def file_of(model: str, column: str) -> str:
+    """The report file a column path reads (by its prefix)."""
+    if column.startswith(ANALYSIS_PREFIX):
+        return analysis_file(model)
+    if column.startswith(MTEB_PREFIX):
+        return mteb_file(model)
+    return metrics_file(model)
+
+
+def strip_prefix(column: str) -> str:
+    return column.removeprefix(ANALYSIS_PREFIX).removeprefix(MTEB_PREFIX)
 
 
 def metric_at(data: Any, path: str) -> float | None:
@@ -106,7 +135,7 @@ def has_param(params: dict[str, Any], key: str) -> bool:
 
 def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
     files = {}
-    for folder in (METRICS, ANALYSIS):
+    for folder in (METRICS, METRICS_DETAILS, ANALYSIS, MTEB):
         for path in sorted((root / folder).glob("*.json")):
             try:
                 files[(folder / path.name).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
@@ -115,23 +144,24 @@ def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
     return Run("workspace", params, files)
 
 
-def experiment_runs(exp_show: list[dict[str, Any]]) -> list[Run]:
-    """The finished runs in `dvc exp show --json` output, newest first (the workspace is read from disk)."""
+def experiment_runs(exp_show: list[dict[str, Any]], read_files: ReadFiles | None = None) -> list[Run]:
+    """The finished runs in `dvc exp show --json` output, newest first (the workspace is read from
+    disk). `read_files(rev)` adds the JSON files a revision holds beyond its metrics (`revision_files`)."""
     runs = []
     for baseline in exp_show:
         if baseline.get("rev") == "workspace":
             continue
         branch = f" ({baseline['name']})" if baseline.get("name") else ""
-        runs += _run_of(baseline, f"commit {str(baseline.get('rev'))[:7]}{branch}")
+        runs += _run_of(baseline, f"commit {str(baseline.get('rev'))[:7]}{branch}", read_files)
         for experiment in baseline.get("experiments") or []:
             if (experiment.get("executor") or {}).get("state") not in FINISHED_STATES:
                 continue
             for revision in experiment.get("revs") or []:
-                runs += _run_of(revision, f"exp {revision.get('name') or experiment.get('name')}")
+                runs += _run_of(revision, f"exp {revision.get('name') or experiment.get('name')}", read_files)
     return sorted(runs, key=lambda run: run.timestamp or "", reverse=True)
 
 
-def _run_of(entry: dict[str, Any], name: str) -> list[Run]:
+def _run_of(entry: dict[str, Any], name: str, read_files: ReadFiles | None) -> list[Run]:
     data = entry.get("data")
     if entry.get("error") or not isinstance(data, dict):
         return []
@@ -139,15 +169,54 @@ def _run_of(entry: dict[str, Any], name: str) -> list[Run]:
     if not isinstance(params, dict):
         return []
     files = {path: found["data"] for path, found in (data.get("metrics") or {}).items() if "data" in (found or {})}
+    if read_files is not None and isinstance(entry.get("rev"), str):
+        files |= read_files(entry["rev"])
     return [Run(name, params, files, data.get("timestamp"))]
 
 
+def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
+    """The JSON files under reports/metrics/details and reports/analysis committed at git revision
+    `rev` (an experiment's commit), by repository-relative path. A revision git cannot read gives
+    none, with a warning naming it."""
+    folders = [METRICS_DETAILS.as_posix(), ANALYSIS.as_posix()]
+    try:
+        listed = _git(["ls-tree", "-r", "--name-only", rev, "--", *folders], root).decode().splitlines()
+        paths = [path for path in listed if path.endswith(".json") and path.rsplit("/", 1)[0] in folders]
+        rest = _git(["cat-file", "--batch"], root, "".join(f"{rev}:{path}\n" for path in paths).encode()) if paths else b""
+    except PipelineError as error:
+        log.warning("%s; the run's details and analysis count as missing", error)
+        return {}
+    files = {}
+    for path in paths:
+        header, _, rest = rest.partition(b"\n")
+        size = int(header.split()[2])
+        body, rest = rest[:size], rest[size + 1 :]
+        try:
+            files[path] = json.loads(body.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            log.warning("%s at %s is not valid JSON; its rows count as missing", path, rev[:7])
+    return files
+
+
+def _git(arguments: list[str], root: Path, stdin: bytes | None = None) -> bytes:
+    command = ["git", *arguments]
+    try:
+        done = subprocess.run(command, cwd=root, input=stdin, capture_output=True, timeout=DVC_TIMEOUT_SECONDS)
+    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
+        raise PipelineError(f"`git {arguments[0]}` could not run: {error}") from None
+    if done.returncode:
+        reason = next((line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()), f"exit {done.returncode}")
+        raise PipelineError(f"`git {' '.join(arguments[:3])}` failed: {reason}")
+    return done.stdout
+
+
 def search_experiments(num_commits: int) -> ExperimentSearch:
-    """Finished experiments of the last `num_commits` commits, via `dvc exp show --json`."""
+    """Finished experiments of the last `num_commits` commits, via `dvc exp show --json`, with
+    their details and analysis files read from git."""
     command = ["dvc", "exp", "show", "--json", "--num", str(num_commits)]
     try:
         shown = _run_dvc(command, DVC_TIMEOUT_SECONDS)
-        return ExperimentSearch(experiment_runs(json.loads(shown)))
+        return ExperimentSearch(experiment_runs(json.loads(shown), revision_files))
     except PipelineError as error:
         return ExperimentSearch([], str(error))
     except (json.JSONDecodeError, AttributeError, TypeError):
