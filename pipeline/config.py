@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PipelineError
 from pipeline.models import STUDENTS, check_models, dvc_models
@@ -268,9 +268,15 @@ class ModelOutputs(Section):
 
 class MtebSettings(Section):
     enabled: bool = False
-    sts_tasks: list[str] = ["STS17", "STS22.v2", "STSBenchmarkMultilingualSTS"]
-    zero_shot_tasks: list[str] = []
-    local: bool = Field(True, description="offline: local mteb tasks built from the mirror's raw files")
+    suite: list[str] = Field(["jtcse-sts-en"], min_length=1, description="suites of conf/mteb/ (a name or a list)")
+    local_items: int | None = Field(
+        None, ge=10, description="cap on queries, pairs or sentences per split of the local suites; null = all"
+    )
+
+    @field_validator("suite", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
 
 class EvalSettings(Section):
@@ -278,11 +284,31 @@ class EvalSettings(Section):
     max_pairs: int | None = Field(
         None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale); null = all"
     )
-    batch_size: int = Field(128, ge=1)
+    batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")
     max_length: int = Field(128, ge=4)
+    token_budget: Literal["auto"] | int = Field(
+        "auto", description="the STS evaluator's batches: at most this many padded tokens (sentences × longest); "
+        "auto: by device (pipeline.evaluation.embedder.AUTO_TOKEN_BUDGET)"
+    )
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
     cost_length: int = Field(64, ge=1, description="tokens per sentence for the inference-cost count (GMACs, η)")
     mteb: MtebSettings = MtebSettings()
+
+    @field_validator("token_budget", mode="before")
+    @classmethod
+    def _auto_or_tokens(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 4):
+            return value
+        raise ValueError("allowed: auto (by device) or a whole number of tokens, 4 or more")
+
+    @model_validator(mode="after")
+    def _budget_holds_a_sentence(self) -> "EvalSettings":
+        if self.token_budget != "auto" and self.token_budget < self.max_length:
+            raise ValueError(
+                f"eval.token_budget={self.token_budget} is less than eval.max_length={self.max_length}: a batch must "
+                f"hold one sentence of the longest length; raise eval.token_budget to {self.max_length} or more"
+            )
+        return self
 
 
 class AnalysisSettings(Section):

@@ -24,6 +24,7 @@ METRICS_DETAILS = METRICS / "details"  # every number of the evaluate stage (sub
 TRAINING_DETAILS = TRAINING_REPORTS / "details"  # every number of a training stage's summary
 FIGURES = REPORTS / "figures"  # the papers' figures as PNG (DVC image plots)
 ANALYSIS = REPORTS / "analysis"
+MTEB = REPORTS / "mteb"  # MTEB suite results per model (pipeline.evaluation.mteb_suites)
 TABLES = REPORTS / "tables"
 BENCH = REPORTS / "bench.json"
 

@@ -2,9 +2,10 @@
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
 pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
-eval settings of params.yaml, MTEB included when eval.mteb.enabled, and writes
-reports/metrics/details/<model>.json (every score: subsets, "mean", MTEB, the settings) and the
-headline reports/metrics/<model>.json (the seven reported scores and avg: `dvc metrics show`).
+eval settings of params.yaml and writes
+reports/metrics/details/<model>.json (every score: subsets, "mean", the settings), the
+headline reports/metrics/<model>.json (the seven reported scores and avg: `dvc metrics show`), and
+reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
@@ -33,6 +34,9 @@ def command(
     senteval: Path = typer.Option(paths.SENTEVAL, "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
+    token_budget: str = typer.Option(DEFAULTS.token_budget, "--token-budget",
+                                     help="padded tokens per batch (sentences sorted by length), at least --max-length; "
+                                     "auto: by device"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
@@ -43,21 +47,39 @@ def command(
     if name is not None:
         if model or output:
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
+        settings = load_params(params)  # a bad params file fails before the evaluator's imports (seconds)
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
-        results = evaluate_pipeline_model(name, load_params(params))
+        results, mteb_results = evaluate_pipeline_model(name, settings)
         write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", results)
         output, written = paths.metrics_file(name), headline_scores(results)
         label = name
     else:
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
+        budget = token_budget_option(token_budget, max_length)
         from pipeline.evaluation.pipeline_eval import evaluate_standalone
 
-        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device)
+        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, budget)
         written, label = results, " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
     write_json_atomic(output, written)
-    mteb = f", MTEB STS avg {results['mteb']['avg']:.2f}" if "avg" in results.get("mteb", {}) else ""
-    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{mteb} -> {output}")
+    if name is not None:
+        from pipeline.evaluation.mteb_suites import suite_lines
 
+        for line in suite_lines(mteb_results["suites"]):
+            typer.echo(line)
+        write_json_atomic(paths.MTEB / f"{name}.json", mteb_results)
+        output = f"{output}, {paths.MTEB / f'{name}.json'}"
+    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f} -> {output}")
+
+
+def token_budget_option(token_budget: str, max_length: int) -> int | str:
+    """`auto` or a number of tokens ≥ --max-length (a batch must hold one sentence of the longest length)."""
+    from pipeline.errors import PipelineError
+
+    budget = token_budget if token_budget == "auto" else int(token_budget) if token_budget.isdigit() else None
+    if budget is None or (budget != "auto" and budget < max_length):
+        raise PipelineError(f"--token-budget {token_budget} is not auto or a number of tokens of at least --max-length "
+                            f"{max_length} (a batch must hold one sentence of the longest length)")
+    return budget

@@ -9,11 +9,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline import paths
 from pipeline.config import load_params
-from pipeline.errors import PipelineError
-from pipeline.rtt import make_translator
-from pipeline.rtt.tower import translate_tower
 from stages.common import ParamsOption, stage, summary
 
 NAME = "rtt"
@@ -21,6 +17,12 @@ NAME = "rtt"
 
 @stage
 def command(tower: str = typer.Option(..., help="tower name from params towers (I or II)"), params: Path = ParamsOption) -> None:
+    # here, not at the top: the translation clients (requests, bs4) would slow every stage's start-up
+    from pipeline import paths
+    from pipeline.errors import PipelineError
+    from pipeline.rtt import make_translator
+    from pipeline.rtt.tower import translate_tower
+
     settings = load_params(params)
     if tower not in settings.towers:
         raise PipelineError(f"unknown tower '{tower}'; the towers in {params} are: {', '.join(settings.towers)}")

@@ -49,6 +49,7 @@ def project(tmp_path_factory) -> Path:
     (root / "data" / "raw" / "corpus.txt").write_text("\n".join(lines) + "\n")
     (root / "data" / "rtt").mkdir(parents=True)
     (root / "data" / "rtt" / "I.txt").write_text("\n".join(lines) + "\n")
+    shutil.copytree(MIRROR / "raw" / "STSBenchmark", root / "data" / "raw" / "original" / "STSBenchmark")  # local MTEB suites
     raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
     raw["device"] = "cpu"
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
@@ -228,10 +229,17 @@ def test_seed_out_of_range_is_refused(tiny_params_dict):
 
 
 def test_mteb_hub_tasks_offline_are_one_line(project):
-    result = run_stage(project, "evaluate", "--name", "backbone", "--params",
-                       str(with_settings(project, "mteb", **{"eval.mteb.enabled": True, "eval.mteb.local": False})))
-    line = one_line_exit_2(result)
-    assert "MTEB task STS17 could not be loaded" in line and "eval.mteb.local" in line
+    settings = with_settings(project, "mteb", **{"eval.mteb.enabled": True, "eval.mteb.suite": ["jtcse-sts-en"]})
+    line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone", "--params", str(settings)))
+    assert "no MTEB task of eval.mteb.suite could be loaded (MTEB task STS17 could not be loaded" in line
+    assert "local-sts" in line
+
+
+def test_unknown_mteb_suite_is_one_line(project):
+    settings = with_settings(project, "suite", **{"eval.mteb.enabled": True, "eval.mteb.suite": "no-such-suite"})
+    line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone", "--params", str(settings)))
+    assert "unknown suite 'no-such-suite'" in line and "jtcse-classification" in line
+    assert not (project / "reports" / "mteb" / "backbone.json").exists()
 
 
 def test_mteb_task_that_cannot_be_loaded_is_a_pipeline_error(monkeypatch):

@@ -31,6 +31,7 @@ from pipeline.benchmark import (
 )
 from pipeline.benchmark.readme import readme_block, render_readme_section
 from pipeline.config import TrainSettings, parse_params
+from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET
 from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError
 from pipeline.runtime import RunContext
@@ -200,11 +201,20 @@ def test_run_benchmarks_on_a_one_point_grid(quick_run):
     assert joint["loss"]["abs_diff"] < 1e-5
     evaluation = results["evaluation"]
     assert evaluation["sentences"] == 2 * 4 * len(params.eval.tasks)
-    assert {"evaluator", "evaluator_stock_forward", "naive"} <= set(evaluation)
-    seconds = {name: evaluation[name]["seconds"]["median"] for name in ("evaluator", "evaluator_stock_forward", "naive")}
+    variants = ("evaluator", "evaluator_fixed_batches", "evaluator_stock_forward", "naive")
+    assert set(variants) <= set(evaluation) and params.eval.token_budget == "auto"
+    assert evaluation["token_budget"] == AUTO_TOKEN_BUDGET["cpu"]
+    seconds = {name: evaluation[name]["seconds"]["median"] for name in variants}
     assert evaluation["speedup"] == _rounded(seconds["naive"] / seconds["evaluator"], 3)
     assert evaluation["speedup_from_batching"] == _rounded(seconds["naive"] / seconds["evaluator_stock_forward"], 3)
+    assert evaluation["speedup_vs_fixed_batches"] == _rounded(seconds["evaluator_fixed_batches"] / seconds["evaluator"], 3)
     assert evaluation["max_abs_embedding_diff"] < 1e-4  # same embeddings whichever way they are computed
+    assert evaluation["max_abs_embedding_diff_vs_fixed_batches"] < 1e-5
+    startup = results["startup"]
+    parts = [startup[key] for key in ("import_s", "load_s", "first_call_s")]
+    assert min(parts) > 0 and startup["total_s"] == pytest.approx(sum(parts), abs=2e-3)
+    assert startup["cli_help_s"] > startup["interpreter_s"] > 0 and startup["repeats"] == QUICK.eval_repeats
+    assert "torch" in [row["module"] for row in startup["import_top"]]
     translation = results["translation"]
     assert translation["sentences"] == QUICK.translation_sentences and translation["google_loopback_requests"] >= 1
     assert set(translation["cache_hits_per_s"]) == {"median", "min", "max", "iqr", "repeats"}
@@ -237,7 +247,15 @@ def test_evaluation_counts_the_tokens_each_batching_feeds(quick_run, backbone):
     assert evaluation["real_tokens_unique"] == sum(length[sentence] for sentence in unique)
     batch_size = params.eval.batch_size
     padded, batches = _padded_tokens([length[sentence] for sentence in unique], batch_size)
-    assert (evaluation["evaluator"]["padded_tokens"], evaluation["evaluator"]["batches"]) == (padded, batches)
+    fixed = evaluation["evaluator_fixed_batches"]
+    assert (fixed["padded_tokens"], fixed["batches"]) == (padded, batches)
+    budgeted = [[]]  # greedy: longest first, a batch grows while (count + 1) × its first length fits the budget
+    for sentence in unique:
+        if budgeted[-1] and (len(budgeted[-1]) + 1) * length[budgeted[-1][0]] > evaluation["token_budget"]:
+            budgeted.append([])
+        budgeted[-1].append(sentence)
+    padded = sum(len(batch) * length[batch[0]] for batch in budgeted)
+    assert (evaluation["evaluator"]["padded_tokens"], evaluation["evaluator"]["batches"]) == (padded, len(budgeted))
     padded, batches = _padded_tokens([length[sentence] for sentence in sentences], batch_size)
     assert (evaluation["naive"]["padded_tokens"], evaluation["naive"]["batches"]) == (padded, batches)
 
@@ -302,3 +320,11 @@ def test_the_small_preset_benchmarks_the_paper_grid():
     assert small.name == "small"
     assert (small.batch_sizes, small.max_lengths, small.eval_max_pairs) == (
         SCALES["paper"].batch_sizes, SCALES["paper"].max_lengths, None)
+
+
+def test_a_failing_start_up_probe_is_one_line(tmp_path):
+    from pipeline.benchmark.startup import measure_startup
+
+    with pytest.raises(PipelineError, match=r"start-up probe .* failed: .*model folder .*nowhere does not exist") as caught:
+        measure_startup(str(tmp_path / "nowhere"), "cpu", "cls_before_pooler", 32, repeats=1)
+    assert "\n" not in str(caught.value)

@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
 from pipeline.data.readers import ScoredPair, read_sts_subset
-from pipeline.evaluation.embedder import HFEmbedder
+from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET, HFEmbedder, pad_batch, token_budget_batches
 from pipeline.evaluation.sts import (
     StsTask,
     combine_tables,
@@ -128,6 +128,74 @@ def test_padded_batches_embed_like_single_sentences(tiny_berts, stsb_sample):
         torch.testing.assert_close(embedder(sentences), single, atol=1e-5, rtol=1e-4)
 
 
+def test_token_budget_batches_cover_every_sentence_once_within_the_budget():
+    lengths = [5, 40, 12, 12, 3, 40, 7, 100, 1, 9, 9, 9]
+    batches = token_budget_batches(lengths, token_budget=48)
+    flat = [position for batch in batches for position in batch]
+    assert sorted(flat) == list(range(len(lengths)))
+    assert [lengths[position] for position in flat] == sorted(lengths, reverse=True)  # longest first
+    assert flat[:2] == [7, 1]  # ties keep position order
+    for batch in batches:
+        padded = len(batch) * max(lengths[position] for position in batch)
+        assert padded <= 48 or len(batch) == 1  # one over-long sentence still gets its batch
+    assert [len(batch) for batch in batches] == [1, 1, 1, 4, 5]  # 100 | 40 | 40 | 12 12 9 9 | 9 7 5 3 1
+    assert token_budget_batches([], 16) == []
+
+
+def test_pad_batch_pads_like_the_tokenizer(tiny_berts):
+    embedder = HFEmbedder(tiny_berts[0], device="cpu")
+    assert embedder.token_budget == AUTO_TOKEN_BUDGET["cpu"]  # token_budget="auto" resolves by device
+    tokenizer = embedder.tokenizer
+    texts = ["a", "a girl is styling her hair .", "two dogs"]
+    expected = tokenizer(texts, padding=True, return_tensors="pt")
+    input_ids, mask = pad_batch(tokenizer(texts)["input_ids"], tokenizer.pad_token_id)
+    assert torch.equal(input_ids, expected["input_ids"]) and torch.equal(mask, expected["attention_mask"])
+    left_ids, left_mask = pad_batch([[7], [1, 2, 3]], pad_id=0, left=True)
+    assert left_ids.tolist() == [[0, 0, 7], [1, 2, 3]] and left_mask.tolist() == [[0, 0, 1], [1, 1, 1]]
+
+
+def _ragged_sentences(stsb_sample) -> list[str]:
+    """STS-B sentences plus very short and very long ones, so batches hold 1 to many sentences."""
+    long = " ".join(task_sentences(stsb_sample)[:6])
+    return task_sentences(stsb_sample) + ["a", "no", long, long[: len(long) // 2], "a dog ."]
+
+
+@pytest.mark.parametrize("pooler", ["cls_before_pooler", "avg_first_last"])
+def test_token_budget_batching_gives_the_fixed_batches_embeddings(tiny_berts, stsb_sample, pooler):
+    sentences = _ragged_sentences(stsb_sample)
+    budgeted = HFEmbedder(tiny_berts[0], pooler=pooler, max_length=96, token_budget=160)
+    fixed = CountingEmbedder(HFEmbedder(tiny_berts[0], pooler=pooler, max_length=96))  # no `encode`: fixed batches
+    lengths = budgeted.token_lengths(sorted(set(sentences)))
+    sizes = {len(batch) for batch in token_budget_batches(lengths, 160)}
+    assert max(lengths) == 96 and min(sizes) == 1 and max(sizes) >= 8  # ragged, truncated, batches of many sizes
+    new = embed_sentences(budgeted, sentences, batch_size=16)
+    old = embed_sentences(fixed, sentences, batch_size=16)
+    assert fixed.encoded == len(set(sentences))
+    np.testing.assert_allclose(new.lookup(sentences), old.lookup(sentences), atol=1e-5, rtol=0)
+    # the rows come back in the sentences' order
+    single = torch.cat([budgeted([sentence]) for sentence in sentences[:5]]).numpy()
+    np.testing.assert_allclose(budgeted.encode(sentences[:5]).cpu().numpy(), single, atol=1e-5, rtol=0)
+
+
+def test_budgeted_scores_equal_senteval_per_pair_encoding():
+    """SentEval's way: each side of the pairs in its own padded batches of 64, in file order. A real
+    model (MiniLM), as a random one's cosines all lie within 1e-5 of 1 and rank by rounding noise."""
+    from pipeline.benchmark.inputs import MINILM_PACKAGE
+    from pipeline.data.sources import package_model_dir
+
+    tasks = load_tasks(SENTEVAL, ["STSBenchmark", "STS12"], max_pairs=120)
+    embedder = HFEmbedder(package_model_dir(MINILM_PACKAGE), token_budget=1024)
+    ours = evaluate_embedder(embedder, tasks)
+    for task in tasks:
+        pairs = [pair for subset in task.subsets.values() for pair in subset]
+        sides = [np.concatenate([embedder([getattr(pair, side) for pair in pairs[start : start + 64]]).numpy()
+                                 for start in range(0, len(pairs), 64)]) for side in ("sentence1", "sentence2")]
+        cosines = (sides[0] * sides[1]).sum(1) / (np.linalg.norm(sides[0], axis=1) * np.linalg.norm(sides[1], axis=1))
+        senteval = spearmanr(cosines, [pair.score for pair in pairs]).statistic * 100
+        score = ours[task.name]["test"] if task.name == "STSBenchmark" else ours[task.name]["all"]
+        assert 10 < score == pytest.approx(senteval, abs=1e-4)
+
+
 def test_twin_table_is_the_sum_of_its_towers_and_each_tower_is_encoded_once(tiny_berts, stsb_sample):
     towers = {str(path): CountingEmbedder(HFEmbedder(path)) for path in tiny_berts}
     first, second = towers
@@ -200,6 +268,8 @@ def test_command_on_tiny_random_berts_gives_finite_scores(tiny_berts, tmp_path):
         (["--model", "MODEL", "--tasks", "STS99"], "unknown STS task 'STS99'"),
         (["--model", "MODEL", "--pooler", "max"], "--pooler=max is not a known pooler"),
         (["--model", "MODEL", "--senteval", "nowhere"], "SentEval data folder nowhere does not exist; run `dvc repro download`"),
+        (["--model", "MODEL", "--token-budget", "64"], "--token-budget 64 is not auto or a number of tokens of at least --max-length 128"),
+        (["--model", "MODEL", "--token-budget", "many"], "--token-budget many is not auto"),
     ],
 )
 def test_command_errors_are_one_line_with_exit_code_2(tiny_berts, tmp_path, args, message):

@@ -83,7 +83,8 @@ def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineA
     scores = {name: metrics_average(paths.metrics_file(name)) for name in models}
 
     def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, params.device)
+        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, params.device,
+                          token_budget=evaluation.token_budget)
 
     analysis = analyze_models(
         models, pairs, make_embedder, scores, evaluation.batch_size, evaluation.max_length, device,

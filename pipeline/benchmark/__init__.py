@@ -13,10 +13,12 @@ one module per section, all reading one `BenchInputs` (`inputs`):
   tensor-norm loss computed sample by sample in a Python loop — against dynamic padding and the
   vectorised loss, on the same batch, in alternating rounds so that background load hits both
   alike; the speed ratio and the two losses (dropout off);
-- `evaluation`: sentences/s of the STS evaluator (`embed_sentences`: deduplicated batches sorted
-  by token count) and of a naive loop over the same sentences in file order;
+- `evaluation`: sentences/s of the STS evaluator (`embed_sentences`: deduplicated sentences
+  tokenized once, sorted by token count, batches by token budget), of its previous fixed batches
+  and of a naive loop over the same sentences in file order;
 - `translation`: cache hits/s, Apertium sentences/s, packed requests/s against the `loopback`
   Google stand-in;
+- `startup`: the evaluate stage's start-up (imports, model load, first batch) in fresh processes;
 - `run`: the machine (CPUs, GPU, library versions, load average at start and end) and the whole run;
   `summary`: the headline figures and the printed table; `readme`: the README's figures, rendered
   from the JSON. `timing` holds the clocks and the peak-memory probe (on CUDA the step runs under

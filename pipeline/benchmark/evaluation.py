@@ -1,5 +1,5 @@
-"""Evaluation throughput: sentences/s of the STS evaluator against a naive loop, on the same model
-and sentences, with the padded tokens each batching feeds the model."""
+"""Evaluation throughput: sentences/s of the STS evaluator against its previous fixed batches and a
+naive loop, on the same model and sentences, with the padded tokens each batching feeds the model."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ from pipeline.benchmark.timing import free_memory, public, synchronizer, time_in
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
+
+
+class FixedBatches:
+    """The evaluator's previous path: an `HFEmbedder` without its `encode`, so `embed_sentences` hands it
+    `batch_size` length-sorted sentences per call, each batch tokenized apart and copied back on its own."""
+
+    def __init__(self, embedder):
+        self.embedder, self.token_lengths = embedder, embedder.token_lengths
+
+    def __call__(self, sentences: list[str]):
+        return self.embedder(sentences)
 
 
 class _TokenCounter:
@@ -66,7 +77,7 @@ def load_bench_tasks(inputs: BenchInputs):
 
 
 def _time_variants(embedder, stock, sentences: list[str], batch_size: int, inputs: BenchInputs) -> tuple[dict, dict]:
-    """(timings, the evaluator's and the naive loop's last embeddings) of the three variants."""
+    """(timings, the last embeddings of the evaluator, its fixed batches and the naive loop) of the four variants."""
     from pipeline.evaluation.sts import embed_sentences
 
     outputs: dict = {}  # each variant's last result, to compare the embeddings without another pass
@@ -74,8 +85,11 @@ def _time_variants(embedder, stock, sentences: list[str], batch_size: int, input
     def kept(name: str, function: Callable[[], object]) -> Callable[[], None]:
         return lambda: outputs.__setitem__(name, function())
 
+    fixed = FixedBatches(embedder)
     variants = {
         "evaluator": kept("evaluator", lambda: embed_sentences(embedder, sentences, batch_size, description="bench evaluator")),
+        "evaluator_fixed_batches": kept("evaluator_fixed_batches", lambda: embed_sentences(
+            fixed, sentences, batch_size, description="bench fixed batches")),
         "evaluator_stock_forward": lambda: embed_sentences(stock, sentences, batch_size, description="bench stock"),
         "naive": kept("naive", lambda: naive_embed(stock, sentences, batch_size)),
     }
@@ -84,17 +98,23 @@ def _time_variants(embedder, stock, sentences: list[str], batch_size: int, input
     return timings, outputs
 
 
-def _count_tokens(embedder, sentences: list[str], batch_size: int) -> dict[str, _TokenCounter]:
-    """The tokens each variant's batching feeds the model (a tokenizer-only pass of each)."""
+def _count_tokens(embedder, sentences: list[str], batch_size: int) -> dict:
+    """The tokens each variant's batching feeds the model (tokenizer-only passes)."""
+    from pipeline.evaluation.embedder import token_budget_batches
     from pipeline.evaluation.sts import embed_sentences
 
-    evaluator, naive = _TokenCounter(embedder), _TokenCounter(embedder)
-    embed_sentences(evaluator, sentences, batch_size, description="count tokens")
+    budgeted, fixed, naive = _TokenCounter(embedder), _TokenCounter(embedder), _TokenCounter(embedder)
+    lengths = embedder.token_lengths(sorted(set(sentences)))
+    for batch in token_budget_batches(lengths, embedder.token_budget):
+        budgeted.padded += len(batch) * lengths[batch[0]]  # longest first
+        budgeted.real += sum(lengths[position] for position in batch)
+        budgeted.batches += 1
+    embed_sentences(fixed, sentences, batch_size, description="count tokens")
     naive_embed(naive, sentences, batch_size)
-    return {"evaluator": evaluator, "evaluator_stock_forward": evaluator, "naive": naive}
+    return {"evaluator": budgeted, "evaluator_fixed_batches": fixed, "evaluator_stock_forward": budgeted, "naive": naive}
 
 
-def _evaluation_result(timings: dict, counts: dict, sentences: list[str], tasks, difference: float,
+def _evaluation_result(timings: dict, counts: dict, sentences: list[str], tasks, differences: dict[str, float],
                        inputs: BenchInputs) -> dict:
     records = {name: {
         "sentences_per_s": round(len(sentences) / timing["median"], 1),
@@ -113,14 +133,17 @@ def _evaluation_result(timings: dict, counts: dict, sentences: list[str], tasks,
         "sentences": len(sentences),
         "tasks": [task.name for task in tasks],
         "batch_size": settings.batch_size,
+        "token_budget": settings.token_budget,
         "max_length": settings.max_length,
         "pooler": settings.pooler,
         **records,
         "speedup": ratio("naive", "evaluator"),
         "speedup_from_batching": ratio("naive", "evaluator_stock_forward"),
         "speedup_from_cls_only_last_layer": ratio("evaluator_stock_forward", "evaluator"),
+        "speedup_vs_fixed_batches": ratio("evaluator_fixed_batches", "evaluator"),
         "real_tokens_unique": counts["evaluator"].real,
-        "max_abs_embedding_diff": difference,
+        "max_abs_embedding_diff": differences["naive"],
+        "max_abs_embedding_diff_vs_fixed_batches": differences["evaluator_fixed_batches"],
         "max_pairs": inputs.scale.eval_max_pairs,
     }
 
@@ -130,13 +153,17 @@ def bench_evaluation(inputs: BenchInputs) -> dict:
 
     The sentences are every sentence of every pair of the tasks (duplicates included, the order of
     the files); each variant produces an embedding for each:
-    - `evaluator`: `embed_sentences` as the pipeline runs it (unique sentences in batches sorted by
-      token count, the last layer computed for [CLS] only when the pooler reads [CLS]);
-    - `evaluator_stock_forward`: the same batches through the stock Hugging Face forward, which
+    - `evaluator`: `embed_sentences` as the pipeline runs it (unique sentences tokenized once, sorted
+      by token count, in batches of at most `eval.token_budget` padded tokens, on the device until all
+      are done; the last layer computed for [CLS] only when the pooler reads [CLS]);
+    - `evaluator_fixed_batches`: the evaluator's previous path, the same sorted sentences in batches of
+      `eval.batch_size`, each tokenized and copied back on its own;
+    - `evaluator_stock_forward`: the evaluator's batches through the stock Hugging Face forward, which
       splits the gain between batching and the [CLS]-only last layer;
     - `naive`: the stock forward over `batch_size` sentences at a time in file order.
     sentences_per_s counts the input sentences for all, so `speedup` is the ratio of the times.
-    Warm-up: one batch through each model. The evaluator's embeddings are compared with the naive ones.
+    Warm-up: one batch through each model. The evaluator's embeddings are compared with the naive
+    ones and with its fixed batches'.
     """
     from pipeline.evaluation.embedder import HFEmbedder
 
@@ -145,19 +172,24 @@ def bench_evaluation(inputs: BenchInputs) -> dict:
     if not sentences:
         raise PipelineError("the STS tasks have no sentences to embed")
     settings, device = inputs.params.eval, inputs.context.device.type
-    embedder = HFEmbedder(inputs.backbone, settings.pooler, settings.max_length, settings.batch_size, device)
-    stock = HFEmbedder(inputs.backbone, settings.pooler, settings.max_length, settings.batch_size, device,
-                       cls_only_last_layer=False)
+    sizes = (settings.pooler, settings.max_length, settings.batch_size, device)
+    embedder = HFEmbedder(inputs.backbone, *sizes, token_budget=settings.token_budget)
+    stock = HFEmbedder(inputs.backbone, *sizes, cls_only_last_layer=False, token_budget=settings.token_budget)
     inputs.advance("bench evaluation")
     for model in (embedder, stock):
         model(sentences[: settings.batch_size])  # warm-up
     with _quiet_evaluator():
         timings, outputs = _time_variants(embedder, stock, sentences, settings.batch_size, inputs)
         counts = _count_tokens(embedder, sentences, settings.batch_size)
-    difference = float(np.abs(outputs["evaluator"].lookup(sentences) - outputs["naive"]).max())
-    result = _evaluation_result(timings, counts, sentences, tasks, difference, inputs)
-    log.info("bench evaluation: evaluator %.0f sentences/s, naive %.0f sentences/s (%.2fx; batching %.2fx, [CLS]-only last layer %.2fx)",
-             result["evaluator"]["sentences_per_s"], result["naive"]["sentences_per_s"], result["speedup"],
+    ours = outputs["evaluator"].lookup(sentences)
+    differences = {"naive": float(np.abs(ours - outputs["naive"]).max()),
+                   "evaluator_fixed_batches": float(np.abs(ours - outputs["evaluator_fixed_batches"].lookup(sentences)).max())}
+    result = _evaluation_result(timings, counts, sentences, tasks, differences, inputs)
+    result["token_budget"] = embedder.token_budget  # `auto` resolved for the device
+    log.info("bench evaluation: evaluator %.0f sentences/s, fixed batches %.0f, naive %.0f (%.2fx the fixed batches, "
+             "%.2fx the naive loop; batching %.2fx, [CLS]-only last layer %.2fx)",
+             result["evaluator"]["sentences_per_s"], result["evaluator_fixed_batches"]["sentences_per_s"],
+             result["naive"]["sentences_per_s"], result["speedup_vs_fixed_batches"], result["speedup"],
              result["speedup_from_batching"], result["speedup_from_cls_only_last_layer"])
     inputs.advance(done=1)
     del embedder, stock

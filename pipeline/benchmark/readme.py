@@ -65,13 +65,21 @@ def _evaluation_row(evaluation: Mapping) -> str:
     pairs = evaluation.get("max_pairs")
     scope = f"first {pairs} pairs of each of the {len(evaluation['tasks'])} tasks" if pairs else f"all pairs of the {len(evaluation['tasks'])} tasks"
     evaluator, naive = evaluation["evaluator"], evaluation["naive"]
+    fixed = evaluation.get("evaluator_fixed_batches")
+    budget = "" if fixed is None else (
+        f". Token-budget batches (at most {evaluation['token_budget']:,} padded tokens, {evaluator['batches']:,} batches, "
+        f"tokenized once) against the previous fixed batches of {evaluation['batch_size']} ({fixed['batches']:,}): "
+        f"{evaluator['sentences_per_s']:.0f} vs {fixed['sentences_per_s']:.0f} sentences/s, "
+        f"**{evaluation['speedup_vs_fixed_batches']:.2f}×**, same embeddings to "
+        f"{evaluation['max_abs_embedding_diff_vs_fixed_batches']:.1e}")
+    sorted_by = "sorted by token count" if fixed is None else "sorted by token count, token-budget batches"
     return (f"| STS evaluator vs naive loop ({scope}, {evaluation['sentences']:,} sentences) | "
             f"{evaluator['sentences_per_s']:.0f} vs {naive['sentences_per_s']:.0f} sentences/s: "
             f"**{evaluation['speedup']:.2f}×**, same embeddings to {evaluation['max_abs_embedding_diff']:.1e}. "
-            f"Batching ({evaluator['unique_sentences']:,} unique sentences, sorted by token count) gives "
+            f"Batching ({evaluator['unique_sentences']:,} unique sentences, {sorted_by}) gives "
             f"{evaluation['speedup_from_batching']:.2f}×: it feeds the model {evaluator['padded_tokens']:,} padded tokens "
             f"against {naive['padded_tokens']:,}. Running the last layer for [CLS] only gives "
-            f"{evaluation['speedup_from_cls_only_last_layer']:.2f}× more |")
+            f"{evaluation['speedup_from_cls_only_last_layer']:.2f}× more{budget} |")
 
 
 def _translation_row(translation: Mapping) -> str:
@@ -89,6 +97,15 @@ def _translation_row(translation: Mapping) -> str:
     return f"| translation (median of {translation['cache_hits_per_s']['repeats']} runs) | {'; '.join(parts)} |"
 
 
+def _startup_row(startup: Mapping) -> str:
+    cuda = f", CUDA context {startup['cuda_init_s']:.2f} s" if "cuda_init_s" in startup else ""
+    return (f"| evaluate stage start-up (fresh processes, median of {startup['repeats']}) | imports {startup['import_s']:.2f} s"
+            f"{cuda}, model load {startup['load_s']:.2f} s, first batch of {startup['probe_sentences']} "
+            f"{startup['first_call_s']:.2f} s (steady {startup['steady_call_s']:.2f} s): **{startup['total_s']:.2f} s** "
+            f"before the real work; the command line alone (`--help`) {startup['cli_help_s']:.2f} s, "
+            f"the interpreter {startup['interpreter_s']:.2f} s |")
+
+
 def render_readme_section(results: Mapping, source: str = "reports/bench.json") -> str:
     """The README block (markers included) for a benchmark's results: one table row per section."""
     rows = ["| what | figure |", "|---|---|"]
@@ -101,6 +118,8 @@ def render_readme_section(results: Mapping, source: str = "reports/bench.json") 
         rows.append(_evaluation_row(results["evaluation"]))
     if results.get("translation"):
         rows.append(_translation_row(results["translation"]))
+    if results.get("startup"):
+        rows.append(_startup_row(results["startup"]))
     return "\n".join([BEGIN, _intro(results, source), "", *rows, END])
 
 

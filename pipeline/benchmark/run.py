@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from pipeline.benchmark.baseline import bench_joint_padding
 from pipeline.benchmark.evaluation import bench_evaluation
 from pipeline.benchmark.inputs import BenchInputs, read_sentences, resolve_backbone
+from pipeline.benchmark.startup import bench_startup
 from pipeline.benchmark.scales import SCALES, SECTIONS, BenchScale, check_sections, count_jobs
 from pipeline.benchmark.summary import NOTES, headline
 from pipeline.benchmark.training_grid import bench_training
@@ -31,6 +32,7 @@ SECTION_RUNNERS = {
     "joint_padding": bench_joint_padding,
     "evaluation": bench_evaluation,
     "translation": bench_translation,
+    "startup": bench_startup,
 }
 
 

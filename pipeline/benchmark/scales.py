@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pipeline.errors import PipelineError
 
 TRAINING_STAGES = ("pretrain", "tncse", "jtcse-1", "jtcse-3", "jtcse-6", "distill")
-SECTIONS = ("training", "joint_padding", "evaluation", "translation")
+SECTIONS = ("training", "joint_padding", "evaluation", "translation", "startup")
 JOINT_VARIANTS = ("dynamic_vectorised", "padded_looped", "dynamic_looped", "padded_vectorised")
 BASELINE_VARIANT, OPTIMISED_VARIANT = "padded_looped", "dynamic_vectorised"
 
@@ -72,4 +72,4 @@ def count_jobs(scale: BenchScale, sections) -> int:
     jobs = 0
     if "training" in sections:
         jobs += len(scale.stages) * len(scale.batch_sizes) * len(scale.max_lengths)
-    return jobs + sum(1 for section in ("joint_padding", "evaluation", "translation") if section in sections)
+    return jobs + sum(1 for section in SECTIONS[1:] if section in sections)

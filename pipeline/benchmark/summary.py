@@ -19,9 +19,13 @@ NOTES = [
     "pipeline's (dynamic padding, vectorised loss) on the same batches, timed in alternating rounds; "
     "speedup = padded_looped / dynamic_vectorised median step time.",
     "evaluation: the same sentences (all pairs of the tasks, duplicates included) embedded by the STS evaluator "
-    "(deduplicated batches sorted by token count, last layer for [CLS] only with a [CLS] pooler), by the same batches "
-    "through the stock forward (evaluator_stock_forward), and by a naive loop in file order through the stock "
-    "forward; sentences_per_s counts input sentences; max_abs_embedding_diff compares evaluator and naive embeddings.",
+    "(deduplicated, tokenized once, sorted by token count, batches of at most token_budget padded tokens, last layer "
+    "for [CLS] only with a [CLS] pooler), by its previous fixed batches of batch_size (evaluator_fixed_batches), by "
+    "the evaluator's batches through the stock forward (evaluator_stock_forward), and by a naive loop in file order "
+    "through the stock forward; sentences_per_s counts input sentences; max_abs_embedding_diff compares evaluator "
+    "and naive embeddings.",
+    "startup: the evaluate stage's start-up in fresh processes (median): interpreter, command line (--help), "
+    "imports, model load, first batch; warmup_s = first call - steady call of the same batch.",
     "peak_memory_mb: CPU = peak RSS of the whole process during the measurement (all models it holds); "
     "CUDA = torch.cuda.max_memory_allocated.",
     "On a shared machine compare min with median (iqr shows the spread); machine.load_average is at start and end.",
@@ -50,6 +54,11 @@ def headline(results: Mapping) -> dict:
         summary["evaluator_speedup_vs_naive"] = evaluation["speedup"]
         summary["evaluator_sentences_per_s"] = evaluation["evaluator"]["sentences_per_s"]
         summary["evaluator_max_abs_embedding_diff"] = evaluation["max_abs_embedding_diff"]
+        if "speedup_vs_fixed_batches" in evaluation:
+            summary["evaluator_speedup_vs_fixed_batches"] = evaluation["speedup_vs_fixed_batches"]
+    startup = results.get("startup")
+    if startup:
+        summary["startup_total_s"] = startup["total_s"]
     for stage, grid in results.get("training", {}).items():
         points = grid_points(grid)
         if points:
@@ -101,6 +110,14 @@ def _section_lines(results: Mapping) -> list[str]:
                      f" batching {evaluation['speedup_from_batching']:.2f}x, [CLS]-only last layer"
                      f" {evaluation['speedup_from_cls_only_last_layer']:.2f}x); |embedding difference|"
                      f" {evaluation['max_abs_embedding_diff']:.1e}")
+        if "evaluator_fixed_batches" in evaluation:
+            lines.append(f"evaluation: token-budget batches {evaluation['speedup_vs_fixed_batches']:.2f}x the fixed batches "
+                         f"({evaluation['evaluator_fixed_batches']['sentences_per_s']:.0f} sentences/s); |embedding "
+                         f"difference| {evaluation['max_abs_embedding_diff_vs_fixed_batches']:.1e}")
+    startup = results.get("startup")
+    if startup:
+        lines.append(f"startup (evaluate): import {startup['import_s']:.2f} s, load {startup['load_s']:.2f} s, first batch "
+                     f"{startup['first_call_s']:.2f} s (warm-up {startup['warmup_s']:.2f} s); --help {startup['cli_help_s']:.2f} s")
     translation = results.get("translation")
     if translation:
         parts = [f"{rate.replace('_per_s', '')} {translation[rate]['median']:.0f}/s"

@@ -125,6 +125,16 @@ def read_stsb(path: Path | str) -> list[ScoredPair]:
     return pairs
 
 
+def read_stsb_genres(path: Path | str) -> list[tuple[str, str]]:
+    """(genre, sentence1) of each STS-B row: main-captions, main-news or main-forums."""
+    path = Path(path)
+    rows = []
+    for line_number, line in enumerate(_read_lines(path), start=1):
+        columns = _columns(path, line_number, line, (7, 9), "genre, file, year, id, score, sentence1, sentence2[, sources]")
+        rows.append((columns[0], _normalise(columns[5])))
+    return rows
+
+
 def read_sick(path: Path | str) -> list[ScoredPair]:
     """SICK: a header line, then pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment."""
     path = Path(path)

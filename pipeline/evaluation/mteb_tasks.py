@@ -105,6 +105,9 @@ class LocalSTSBenchmark(AbsTaskSTS):
         self.data_loaded = True
 
 
+OFFLINE_HINT = "; run where the Hugging Face hub is reachable, or select the offline local-* suites in eval.mteb.suite"
+
+
 def load_task_data(task: mteb.AbsTask) -> None:
     """Load a task's data now, so a hub that cannot be reached (offline, no network) is one line."""
     if getattr(task, "data_loaded", False):
@@ -114,9 +117,19 @@ def load_task_data(task: mteb.AbsTask) -> None:
     except OSError as error:  # ConnectionError, the hub's offline and HTTP errors, missing files
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise PipelineError(
-            f"MTEB task {task.metadata.name} could not be loaded ({type(error).__name__}: {reason}); set "
-            "eval.mteb.local: true to run offline on the mirror's tasks, or run where the Hugging Face hub is reachable"
+            f"MTEB task {task.metadata.name} could not be loaded ({type(error).__name__}: {reason}){OFFLINE_HINT}"
         ) from None
+
+
+def task_runner(embedder: Embedder, batch_size: int = 64):
+    """A function that evaluates one loaded mteb task with `embedder` and returns its TaskResult."""
+    encoder = EmbedderEncoder(embedder)
+
+    def run(task: mteb.AbsTask):
+        result = mteb.evaluate(encoder, [task], cache=None, encode_kwargs={"batch_size": batch_size}, show_progress_bar=False)
+        return result.task_results[0]
+
+    return run
 
 
 def run_mteb(embedder: Embedder, tasks: Sequence[mteb.AbsTask], batch_size: int = 64) -> dict[str, float]:

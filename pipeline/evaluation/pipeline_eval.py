@@ -1,11 +1,11 @@
 """Evaluate a model as the `evaluate` stage does: one of the pipeline's models, or any folders.
 
 Pipeline mode (`evaluate@<model>`): a model of the registry (`pipeline.models`) with the eval
-settings of params.yaml: the 7 STS tasks under the SentEval protocol, and MTEB when
-`eval.mteb.enabled` (the local STS-B task built from the mirror's original files when
-`eval.mteb.local`, else mteb's own tasks: the papers' "3 Avg." STS tasks and the zero-shot suites
-in `eval.mteb.zero_shot_tasks`). Tower embeddings are cached under data/cache/embeddings/, so an
-ensemble reuses its towers' work.
+settings of params.yaml: the 7 STS tasks under the SentEval protocol and, when `eval.mteb.enabled`,
+the MTEB suites of `eval.mteb.suite` (conf/mteb/: the papers' task lists on the hub, or the local
+stand-ins built from the mirror; pipeline.evaluation.mteb_suites). Tower embeddings are cached
+under data/cache/embeddings/, so an ensemble reuses its towers' work; MTEB results under
+data/cache/mteb/.
 
 Standalone mode: one model folder or hub id, or the two towers of a twin, on a SentEval folder.
 """
@@ -33,29 +33,24 @@ def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:
     return embed
 
 
-def mteb_tasks(params: Params) -> list:
-    """The MTEB tasks of the settings, their data loaded (a hub that cannot be reached is one line)."""
-    from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark, english_sts_tasks, load_task_data
+def mteb_suites(params: Params) -> list:
+    """The selected suites of conf/mteb/, checked (unknown suite or task: one line) before any embedding work."""
+    from pipeline.evaluation.mteb_suites import load_suites
 
-    settings = params.eval.mteb
-    if settings.local:
-        tasks = [LocalSTSBenchmark(paths.ORIGINAL_BENCHMARKS / "STSBenchmark", params.eval.max_pairs)]
-    else:
-        import mteb
-
-        tasks = english_sts_tasks(settings.sts_tasks) + (list(mteb.get_tasks(tasks=settings.zero_shot_tasks)) if settings.zero_shot_tasks else [])
-    for task in tasks:
-        load_task_data(task)
-    return tasks
+    return load_suites(params.eval.mteb.suite)
 
 
-def mteb_scores(params: Params, tasks: list, towers: WeightedTowers, make_embedder) -> dict[str, float]:
-    from pipeline.evaluation.mteb_tasks import run_mteb
+def mteb_results(params: Params, suites: list, towers: WeightedTowers, make_embedder) -> dict:
+    """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/."""
+    from pipeline.evaluation.mteb_suites import CACHE_DIR, evaluate_suites, model_key
+    from pipeline.evaluation.mteb_tasks import task_runner
 
-    settings = params.eval.mteb
-    scores = run_mteb(ensemble_embedder(towers, make_embedder), tasks, params.eval.batch_size)
-    sts = [scores[name] for name in settings.sts_tasks if name in scores]
-    return {**scores, **({"avg": sum(sts) / len(sts)} if sts else {})}
+    settings = params.eval
+    items = settings.mteb.local_items
+    cache = CACHE_DIR / model_key(towers, f"{settings.pooler}|{settings.max_length}", items)
+    runner = task_runner(ensemble_embedder(towers, make_embedder), settings.batch_size)
+    raw_stsb = paths.ORIGINAL_BENCHMARKS / "STSBenchmark"
+    return evaluate_suites(suites, runner, raw_stsb, items, cache)
 
 
 def pipeline_model(name: str, params: Params) -> WeightedTowers:
@@ -69,28 +64,31 @@ def pipeline_model(name: str, params: Params) -> WeightedTowers:
     return models[name]
 
 
-def evaluate_pipeline_model(name: str, params: Params) -> dict:
+def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
+    """The metrics (reports/metrics/<model>.json) and the MTEB results (reports/mteb/<model>.json) of one model."""
     resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
     towers = pipeline_model(name, params)
     settings = params.eval
 
     def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device)
+        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device,
+                          token_budget=settings.token_budget)
 
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs)
-    extra_tasks = mteb_tasks(params) if settings.mteb.enabled else []  # before any embedding work
+    suites = mteb_suites(params) if settings.mteb.enabled else []  # before any embedding work
     results = evaluate_models(
         {name: towers}, tasks, make_embedder, settings.batch_size, paths.EMBEDDINGS_CACHE,
-        embedder_settings=f"{settings.pooler}|{settings.max_length}",
+        embedder_settings=f"{settings.pooler}|{settings.max_length}|{settings.token_budget}",
     )[name]
-    if settings.mteb.enabled:
-        results["mteb"] = mteb_scores(params, extra_tasks, towers, make_embedder)
-    return {**results, "model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler,
-            "max_pairs": settings.max_pairs}
+    about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
+    mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
+    if suites:
+        mteb["suites"] = mteb_results(params, suites, towers, make_embedder)
+    return {**results, **about, "max_pairs": settings.max_pairs}, mteb
 
 
 def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
-                        batch_size: int, max_length: int, device: str) -> dict:
+                        batch_size: int, max_length: int, device: str, token_budget: int | str = "auto") -> dict:
     """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings)."""
     from pipeline.evaluation.embedder import resolve_model_source
     from pipeline.modeling.encoder import validate_pooler
@@ -105,6 +103,6 @@ def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pa
     towers = WeightedTowers.of((resolve_model_source(name), 1.0) for name in models)
 
     def make_embedder(source: str) -> HFEmbedder:
-        return HFEmbedder(source, pooler, max_length, batch_size, device)
+        return HFEmbedder(source, pooler, max_length, batch_size, device, token_budget=token_budget)
 
     return evaluate_models({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]

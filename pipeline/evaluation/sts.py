@@ -8,7 +8,8 @@
 
 The evaluator is built around an `Embedder` (a batch of sentences → embeddings), so it does not
 care how a model is built. Every unique sentence of all tasks is encoded once per tower, in
-length-sorted batches (little padding); ensembles are weighted sums of their towers' tables.
+length-sorted batches (little padding; an `HFEmbedder` fills them up to a token budget);
+ensembles are weighted sums of their towers' tables.
 
 Agreement with SentEval: SentEval encodes each side of each pair in its own padded batch, so the
 same sentence gets embeddings that differ by float rounding, and it scores cosines in float32.
@@ -108,25 +109,38 @@ def embed_sentences(
 ) -> EmbeddingTable:
     """Encode each unique sentence once, in batches of similar length, without gradients.
 
-    Length is the token count when the embedder can tell it (`token_lengths`), else characters.
+    An embedder with an `encode` method (`HFEmbedder`) batches the sentences itself (by token
+    budget) and returns them in order; any other is called on `batch_size` sentences at a time,
+    sorted by length: the token count when it can tell it (`token_lengths`), else characters.
     """
     distinct = sorted(set(sentences))
-    count_tokens = getattr(embedder, "token_lengths", None)
-    lengths = dict(zip(distinct, count_tokens(distinct) if count_tokens else map(len, distinct)))
-    # Longest first, so a batch that does not fit in memory fails at once; ties by text for a fixed order.
-    unique = sorted(distinct, key=lambda s: (-lengths[s], s))
-    chunks = []
     started = time.perf_counter()
-    with torch.inference_mode(), tqdm(total=len(unique), desc=description, unit="sent") as progress:
-        for start in range(0, len(unique), batch_size):
-            batch = unique[start : start + batch_size]
-            chunks.append(as_array(embedder(batch)))
-            progress.update(len(batch))
+    with torch.inference_mode(), tqdm(total=len(distinct), desc=description, unit="sent") as progress:
+        if hasattr(embedder, "encode"):
+            table = EmbeddingTable({sentence: row for row, sentence in enumerate(distinct)},
+                                   as_array(embedder.encode(distinct, progress.update)))
+        else:
+            table = _embed_in_fixed_batches(embedder, distinct, batch_size, progress.update)
     seconds = time.perf_counter() - started
     log.info(
         "%s: embedded %d unique sentences in %.1f s (%.0f sentences/s)",
-        description, len(unique), seconds, len(unique) / max(seconds, 1e-9),
+        description, len(distinct), seconds, len(distinct) / max(seconds, 1e-9),
     )
+    return table
+
+
+def _embed_in_fixed_batches(embedder: Embedder, distinct: list[str], batch_size: int,
+                            progress: Callable[[int], object]) -> EmbeddingTable:
+    """`batch_size` sentences per call, longest first (a batch that does not fit in memory fails at
+    once), ties by text for a fixed order."""
+    count_tokens = getattr(embedder, "token_lengths", None)
+    lengths = dict(zip(distinct, count_tokens(distinct) if count_tokens else map(len, distinct)))
+    unique = sorted(distinct, key=lambda s: (-lengths[s], s))
+    chunks = []
+    for start in range(0, len(unique), batch_size):
+        batch = unique[start : start + batch_size]
+        chunks.append(as_array(embedder(batch)))
+        progress(len(batch))
     return EmbeddingTable({sentence: row for row, sentence in enumerate(unique)}, np.concatenate(chunks))
 
 

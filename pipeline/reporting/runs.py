@@ -26,8 +26,8 @@ import yaml
 
 from pipeline.config import setting_default
 from pipeline.errors import PipelineError
-from pipeline.paths import ANALYSIS, METRICS, METRICS_DETAILS
-from pipeline.reporting.spec import ANALYSIS_PREFIX, split_override
+from pipeline.paths import ANALYSIS, METRICS, METRICS_DETAILS, MTEB
+from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,11 @@ class Run:
 
     def value(self, model: str, column: str) -> float | None:
         """A table column of one model: `STS12.all` from its metrics details, `analysis:gmacs` from
-        its analysis. A revision from before the details files held every score in the headline
-        file, so that is read where a run has no details file."""
-        if column.startswith(ANALYSIS_PREFIX):
-            return metric_at(self.files.get(analysis_file(model)), column.removeprefix(ANALYSIS_PREFIX))
+        its analysis, `mteb:suites.<suite>.avg` from its MTEB results. A revision from before the
+        details files held every score in the headline file, so that is read where a run has no
+        details file."""
+        if column.startswith((ANALYSIS_PREFIX, MTEB_PREFIX)):
+            return metric_at(self.files.get(file_of(model, column)), strip_prefix(column))
         details = self.files.get(details_file(model))
         return metric_at(details if details is not None else self.files.get(metrics_file(model)), column)
 
@@ -83,6 +84,23 @@ def details_file(model: str) -> str:
 
 def analysis_file(model: str) -> str:
     return (ANALYSIS / f"{model}.json").as_posix()
+
+
+def mteb_file(model: str) -> str:
+    return (MTEB / f"{model}.json").as_posix()
+
+
+def file_of(model: str, column: str) -> str:
+    """The report file a column path reads (by its prefix)."""
+    if column.startswith(ANALYSIS_PREFIX):
+        return analysis_file(model)
+    if column.startswith(MTEB_PREFIX):
+        return mteb_file(model)
+    return metrics_file(model)
+
+
+def strip_prefix(column: str) -> str:
+    return column.removeprefix(ANALYSIS_PREFIX).removeprefix(MTEB_PREFIX)
 
 
 def metric_at(data: Any, path: str) -> float | None:
@@ -119,7 +137,7 @@ def has_param(params: dict[str, Any], key: str) -> bool:
 
 def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
     files = {}
-    for folder in (METRICS, METRICS_DETAILS, ANALYSIS):
+    for folder in (METRICS, METRICS_DETAILS, ANALYSIS, MTEB):
         for path in sorted((root / folder).glob("*.json")):
             try:
                 files[(folder / path.name).as_posix()] = json.loads(path.read_text(encoding="utf-8"))

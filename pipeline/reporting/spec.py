@@ -22,6 +22,7 @@ from pipeline.models import MODEL_NAMES
 TABLES_FILE = Path("tables.yaml")
 MODELS = MODEL_NAMES  # the registry of pipeline/models.py
 ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
+MTEB_PREFIX = "mteb:"  # a column read from reports/mteb/<model>.json (the MTEB suites)
 # Hydra config groups of conf/: the table's backbone and the run's scale select them, never a row.
 CONTEXT_KEYS = ("scale", "backbone")
 _OVERRIDE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*(?:\.[\w-]+)*)=(?P<value>.+)$")
@@ -85,7 +86,9 @@ class TableSpec(Spec):
     paper_source: str = Field(min_length=1, description="seed file and table of the paper numbers")
     scale_note: str = Field(min_length=1, description="the setting the paper numbers were produced at")
     backbone: Literal["bert", "roberta"] = Field(description="the backbone of the paper numbers")
-    columns: dict[str, str] = Field(min_length=1, description="metric path -> column header")
+    columns: dict[str, str] = Field(
+        min_length=1, description="metric path -> column header; `analysis:`/`mteb:` paths read those reports"
+    )
     overrides: list[str] = Field([], description="overrides every row's run must have (e.g. MTEB on)")
     rows: list[RowSpec] = Field(min_length=1)
     aggregate: AggregateSpec | None = None

@@ -21,10 +21,9 @@ from pipeline.reporting.runs import (
     ExperimentSearch,
     Requirement,
     Run,
-    analysis_file,
+    file_of,
     fits,
     has_param,
-    metrics_file,
     queue_command,
     requirement,
     setting_value,
@@ -191,10 +190,12 @@ def _fill_row(
                     result.command = _repro_command(spec, row.model)
             return result
     if fits(workspace.params, requirements):
-        if metrics_file(row.model) in workspace.files:
-            result.missing = f"no {', '.join(spec.columns.values())} in {_files_of(spec, row.model)}"
+        files = list(dict.fromkeys(file_of(row.model, column) for column in spec.columns))
+        absent = [file for file in files if file not in workspace.files]
+        if absent:
+            result.missing = f"{' / '.join(absent)} not in the workspace"
         else:
-            result.missing = f"{metrics_file(row.model)} not in the workspace"
+            result.missing = f"no {', '.join(spec.columns.values())} in {_files_of(spec, row.model)}"
         result.command = _repro_command(spec, row.model)
     else:
         wanted = ", ".join(overrides) if overrides else f"backbone={context[1].value}"
@@ -228,10 +229,7 @@ def _invalid_here(params: dict[str, Any], requirements: list[Requirement]) -> st
 
 
 def _files_of(spec: TableSpec, model: str) -> str:
-    files = [metrics_file(model)]
-    if any(column.startswith(ANALYSIS_PREFIX) for column in spec.columns):
-        files.append(analysis_file(model))
-    return " / ".join(files)
+    return " / ".join(dict.fromkeys(file_of(model, column) for column in spec.columns))
 
 
 def _repro_command(spec: TableSpec, model: str) -> str:
