@@ -117,7 +117,8 @@ def test_experiment_runs_read_their_details_and_analysis_from_git(tmp_path):
     git(tmp_path, "config", "user.email", "t@example.com")
     git(tmp_path, "config", "user.name", "t")
     for folder, data in (("reports/metrics", headline_scores(full_results(60.0))), ("reports/metrics/details", full_results(60.0)),
-                         ("reports/analysis", {"gmacs": 1.5, "eta": 40.0})):
+                         ("reports/analysis", {"gmacs": 1.5, "eta": 40.0}),
+                         ("reports/mteb", {"suites": {"local-sts": {"avg": 71.5}}})):
         (tmp_path / folder).mkdir(parents=True, exist_ok=True)
         (tmp_path / folder / "joint.json").write_text(json.dumps(data))
     git(tmp_path, "add", ".")
@@ -126,7 +127,7 @@ def test_experiment_runs_read_their_details_and_analysis_from_git(tmp_path):
     (tmp_path / "reports" / "metrics" / "details" / "joint.json").write_text("{}")  # the workspace moved on
 
     files = revision_files(rev, tmp_path)
-    assert set(files) == {"reports/metrics/details/joint.json", "reports/analysis/joint.json"}
+    assert set(files) == {"reports/metrics/details/joint.json", "reports/analysis/joint.json", "reports/mteb/joint.json"}
     exp_show = [{"rev": rev, "name": "main", "error": None, "data": {
         "timestamp": "2026-11-24T00:00:00", "params": {"params.yaml": {"data": {"train": {"cael": 2}}}},
         "metrics": {"reports/metrics/joint.json": {"data": headline_scores(full_results(60.0))}},
@@ -135,6 +136,7 @@ def test_experiment_runs_read_their_details_and_analysis_from_git(tmp_path):
     assert run.value("joint", "STS13.mean") == 59.0  # a detail
     assert run.value("joint", "mteb.STS17") == 69.0
     assert run.value("joint", "analysis:gmacs") == 1.5
+    assert run.value("joint", "mteb:suites.local-sts.avg") == 71.5  # an MTEB result, also a plain output
     (bare,) = experiment_runs(exp_show)  # without git: the headline only
     assert bare.value("joint", "STS13.mean") is None and bare.value("joint", "avg") == 65.0
 
@@ -164,7 +166,7 @@ def test_dvc_metrics_are_the_headline_files_only():
         "reports/metrics/${key}.json", "reports/training/pretrain-${key}.json", "reports/training/joint.json",
         "reports/training/distill-${key}.json",
     ])
-    for placed in ("reports/metrics/details/${key}.json", "reports/analysis/backbone.json",
+    for placed in ("reports/metrics/details/${key}.json", "reports/mteb/${key}.json", "reports/analysis/backbone.json",
                    "reports/training/details/joint.json", *(f"reports/figures/{name}" for name in FIGURES)):
         assert placed in sections["outs"], placed
     assert dvc_sections(REPO_ROOT / "bench" / "dvc.yaml")["metrics"] == []  # the timings are a plain output

@@ -1,9 +1,9 @@
 """The runs a table row can come from, and how a row's overrides select one.
 
 A run is a set of params and the JSON files it produced: the workspace (params.yaml and
-reports/metrics, reports/metrics/details, reports/analysis on disk) or a finished DVC experiment
+reports/metrics, reports/metrics/details, reports/analysis, reports/mteb on disk) or a finished DVC experiment
 or commit as `dvc exp show --json` lists it. `dvc exp show` carries only the headline metrics
-(the seven scores and avg); the details and analysis files, plain outputs kept in git, are read
+(the seven scores and avg); the details, analysis and MTEB files, plain outputs kept in git, are read
 from the run's git revision (`revision_files`). A row fits a run when every override it needs (`train.cael=2`,
 and the table's `scale=…`, `backbone=…`) equals the run's params. A setting a run's params lack
 (the run predates it) counts at its default in `pipeline.config`: that is what the run ran with.
@@ -177,10 +177,10 @@ def _run_of(entry: dict[str, Any], name: str, read_files: ReadFiles | None) -> l
 
 
 def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
-    """The JSON files under reports/metrics/details and reports/analysis committed at git revision
+    """The JSON files under reports/metrics/details, reports/analysis and reports/mteb committed at git revision
     `rev` (an experiment's commit), by repository-relative path. A revision git cannot read gives
     none, with a warning naming it."""
-    folders = [METRICS_DETAILS.as_posix(), ANALYSIS.as_posix()]
+    folders = [METRICS_DETAILS.as_posix(), ANALYSIS.as_posix(), MTEB.as_posix()]
     try:
         listed = _git(["ls-tree", "-r", "--name-only", rev, "--", *folders], root).decode().splitlines()
         paths = [path for path in listed if path.endswith(".json") and path.rsplit("/", 1)[0] in folders]
