@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm.auto import tqdm
 
 from pipeline import paths
-from pipeline.config import POOLERS, Params, describe_validation_error, read_yaml_file
+from pipeline.config import Params, describe_validation_error, read_yaml_file
+from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HUB_ID
 from pipeline.evaluation.sts import evaluate_models, load_tasks

@@ -24,7 +24,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from pipeline.config import POOLERS, validate_pooler  # noqa: F401 (re-exported)
+from pipeline.settings_rules import POOLERS, validate_pooler  # noqa: F401 (re-exported)
 from pipeline.errors import PipelineError
 from pipeline.modeling.layernorm import check_missing_keys, drop_layernorms, dropped_layers, quiet_transformers, recorded_drop
 

@@ -27,7 +27,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from pipeline.config import validate_drop_layernorm
+from pipeline.settings_rules import validate_drop_layernorm
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,105 @@
+"""The rules one setting obeys on its own or with another: checked once, when `params.yaml` is
+loaded (`pipeline.config`), and by the library's constructors that take the same values
+directly (a model built in a test or a notebook). Each raises `PipelineError` with one line
+naming the key, the value and what is allowed."""
+
+from __future__ import annotations
+
+from pipeline.errors import PipelineError
+
+# The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
+POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
+LOSS_TERMS = ("nce", "icnce", "ictn")
+CROSS_OUTPUTS = ("last", "mean")
+# stream: cross streams that feed the next layers (JTCSE's reading, the default); side: side outputs of each CAEL
+CROSS_MODES = ("stream", "side")
+
+
+def describe_allowed_cael(num_layers: int) -> str:
+    """0 (TNCSE) up to the layer count: CAELs are spread evenly over any count (`cael_layers`)."""
+    return f"0 (TNCSE) to {num_layers}, the encoder's layer count"
+
+
+def describe_allowed_drop(num_layers: int) -> str:
+    """0 up to the layer count: the final encoder layers whose LayerNorms are removed."""
+    return f"0 (keep every LayerNorm) to {num_layers}, the encoder's layer count"
+# ---- the rules between settings: each defined once, here -------------------------------------
+# `Params` runs every one at load (`load_params`), so a bad combination stops a stage before any
+# model is loaded. The library's constructors that also take these values directly (`TwinEncoder`,
+# `SentenceEncoder`, `GaussianNegatives`, `twin_objective`: tests and the benchmark build them
+# without a params file) call the same functions; nothing else checks them again.
+
+
+def validate_cael(cael: int, num_layers: int, key: str = "train.cael", backbone: str | None = None) -> int:
+    """`cael` must be an integer from 0 (TNCSE) to the layer count; raise a one-line PipelineError."""
+    allowed = describe_allowed_cael(num_layers)
+    if isinstance(cael, bool) or not isinstance(cael, int):
+        raise PipelineError(f"{key}={cael!r} is not an integer; allowed: {allowed}")
+    if cael < 0:
+        raise PipelineError(f"{key}={cael} is negative; allowed: {allowed}")
+    if cael > num_layers:
+        of = f"backbone '{backbone}'" if backbone else "the backbone"
+        raise PipelineError(f"{key}={cael} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
+    return cael
+
+
+def validate_drop_layernorm(
+    k: int, num_layers: int, key: str = "train.drop_layernorm", backbone: str | None = None
+) -> int:
+    """`k` (the LayerNorm study) must be an integer from 0 to the layer count; raise a one-line PipelineError."""
+    allowed = describe_allowed_drop(num_layers)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise PipelineError(f"{key}={k!r} is not an integer; allowed: {allowed}")
+    if k < 0:
+        raise PipelineError(f"{key}={k} is negative; allowed: {allowed}")
+    if k > num_layers:
+        of = f"backbone '{backbone}'" if backbone else "the backbone"
+        raise PipelineError(f"{key}={k} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
+    return k
+
+
+def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
+    if cross_outputs not in CROSS_OUTPUTS:
+        raise PipelineError(f"{key}={cross_outputs} is not known; allowed: {', '.join(CROSS_OUTPUTS)}")
+    return cross_outputs
+
+
+def validate_cross_mode(cross_mode: str, cross_outputs: str, key: str = "train.cross_mode") -> str:
+    if cross_mode not in CROSS_MODES:
+        raise PipelineError(f"{key}={cross_mode} is not known; allowed: {', '.join(CROSS_MODES)}")
+    if cross_mode == "stream" and cross_outputs != "last":
+        raise PipelineError(
+            f"train.cross_outputs={cross_outputs} applies to {key}=side only; the stream mode reads the cross "
+            "streams after the last layer; allowed with stream: last"
+        )
+    return cross_mode
+
+
+def validate_loss_names(losses, key: str = "train.losses") -> tuple[str, ...]:
+    """A non-empty selection of the twin objective's terms."""
+    names = tuple(losses)
+    allowed = ", ".join(LOSS_TERMS)
+    for name in names:
+        if name not in LOSS_TERMS:
+            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
+    if not names:
+        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
+    return names
+
+
+def validate_gaussian(count: int | None, std: float, weight: float, key: str = "gaussian") -> None:
+    """GS-InfoNCE's noise: M >= 0 vectors (None = 3 × batch), σ > 0, λ > 0 (λ = 0 would be log 0)."""
+    if count is not None and count < 0:
+        raise PipelineError(f"{key}.count={count} is negative; allowed: an integer >= 0 or null")
+    if std <= 0:
+        raise PipelineError(f"{key}.std={std} is not positive; allowed: a number > 0")
+    if weight <= 0:
+        raise PipelineError(
+            f"{key}.weight={weight} is not positive; allowed: a number > 0 (to train without the noise set {key}.enabled: false)"
+        )
+
+
+def validate_pooler(pooler: str, key: str = "pooler") -> str:
+    if pooler not in POOLERS:
+        raise PipelineError(f"{key}={pooler} is not a known pooler; allowed: {', '.join(POOLERS)}")
+    return pooler
