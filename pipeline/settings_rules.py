@@ -32,30 +32,26 @@ def describe_allowed_drop(num_layers: int) -> str:
 
 def validate_cael(cael: int, num_layers: int, key: str = "train.cael", backbone: str | None = None) -> int:
     """`cael` must be an integer from 0 (TNCSE) to the layer count; raise a one-line PipelineError."""
-    allowed = describe_allowed_cael(num_layers)
-    if isinstance(cael, bool) or not isinstance(cael, int):
-        raise PipelineError(f"{key}={cael!r} is not an integer; allowed: {allowed}")
-    if cael < 0:
-        raise PipelineError(f"{key}={cael} is negative; allowed: {allowed}")
-    if cael > num_layers:
-        of = f"backbone '{backbone}'" if backbone else "the backbone"
-        raise PipelineError(f"{key}={cael} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
-    return cael
+    return _validate_layer_count(cael, num_layers, key, backbone, describe_allowed_cael(num_layers))
 
 
 def validate_drop_layernorm(
     k: int, num_layers: int, key: str = "train.drop_layernorm", backbone: str | None = None
 ) -> int:
     """`k` (the LayerNorm study) must be an integer from 0 to the layer count; raise a one-line PipelineError."""
-    allowed = describe_allowed_drop(num_layers)
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise PipelineError(f"{key}={k!r} is not an integer; allowed: {allowed}")
-    if k < 0:
-        raise PipelineError(f"{key}={k} is negative; allowed: {allowed}")
-    if k > num_layers:
+    return _validate_layer_count(k, num_layers, key, backbone, describe_allowed_drop(num_layers))
+
+
+def _validate_layer_count(value: int, num_layers: int, key: str, backbone: str | None, allowed: str) -> int:
+    """An integer from 0 to the encoder's layer count (a number of layers to act on)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PipelineError(f"{key}={value!r} is not an integer; allowed: {allowed}")
+    if value < 0:
+        raise PipelineError(f"{key}={value} is negative; allowed: {allowed}")
+    if value > num_layers:
         of = f"backbone '{backbone}'" if backbone else "the backbone"
-        raise PipelineError(f"{key}={k} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
-    return k
+        raise PipelineError(f"{key}={value} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
+    return value
 
 
 def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
