@@ -109,6 +109,9 @@ def validate_precision(precision: str, device_type: str, key: str, device_settin
     if precision not in PRECISIONS:
         raise PipelineError(f"{key}={precision} is not known; allowed: {', '.join(PRECISIONS)}")
     if precision != "fp32" and device_type != "cuda":
-        chosen = f"device={device_setting} runs on {device_type}" if device_setting else f"the device is {device_type}"
+        if device_setting is None:
+            chosen = f"the device is {device_type}"
+        else:
+            chosen = f"device={device_setting}" + ("" if device_setting == device_type else f" runs on {device_type}")
         raise PipelineError(f"{key}={precision} needs a CUDA GPU but {chosen}; on CPU set {key}: fp32")
     return precision
