@@ -21,12 +21,14 @@ from pipeline.settings_rules import (
     CROSS_OUTPUTS,
     LOSS_TERMS,
     POOLERS,
+    PRECISIONS,
     describe_allowed_cael,
     describe_allowed_drop,
     validate_cael,
     validate_cross_mode,
     validate_gaussian,
     validate_loss_names,
+    validate_precision,
 )
 
 PARAMS_FILE = Path("params.yaml")
@@ -129,6 +131,9 @@ class OptimSettings(Section):
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
     compile: Literal["auto", "on", "off"] = Field(
         "auto", description="run the model's forward through torch.compile; auto = on CUDA only"
+    )
+    precision: Literal[PRECISIONS] = Field(  # type: ignore[valid-type]
+        "fp32", description="bf16 | fp16 autocast (fp16 with a gradient scaler), CUDA only; fp32 on any device"
     )
 
 
@@ -308,9 +313,17 @@ class Params(Section):
                 if gaussian.enabled:
                     validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, f"{section}.gaussian")
             check_models({name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers)
+            if self.device == "cpu":  # device auto: checked when the stage resolves it (check_before_loading)
+                for key, section in self.training_sections().items():
+                    validate_precision(section.precision, "cpu", f"{key}.precision", "cpu")
         except PipelineError as error:
             raise ValueError(str(error)) from None
         return self
+
+    def training_sections(self) -> dict[str, OptimSettings]:
+        """Every training stage's settings by its dotted key: pretrain, train, distill.teachers.<teacher>."""
+        students = {f"distill.teachers.{name}": settings for name, settings in self.distill.teachers.items()}
+        return {"pretrain": self.pretrain, "train": self.train, **students}
 
     @property
     def uc_weight(self) -> float:

@@ -27,6 +27,9 @@ ANALYSIS = REPORTS / "analysis"
 MTEB = REPORTS / "mteb"  # MTEB suite results per model (pipeline.evaluation.mteb_suites)
 TABLES = REPORTS / "tables"
 BENCH = REPORTS / "bench.json"
+# The git commit, host and time of each stage's run: git-tracked, no DVC output or dependency, so
+# dvc.lock stays a function of code, data and params (pipeline.environment).
+PROVENANCE = REPORTS / "provenance"
 
 
 def rtt_file(tower: str) -> Path:

@@ -2,7 +2,9 @@
 
 `run_context(device)` is what every stage that runs a model calls first: it resolves `auto` to a
 GPU when there is one, joins the process group when launched by `torchrun` (WORLD_SIZE > 1), and
-on CUDA turns on TF32 matmuls and bf16 autocast. `seed_everything(seed)` makes a run repeatable.
+on CUDA turns on TF32 matmuls. It computes in fp32; `with_precision(context, precision, key)` sets
+a training stage's `precision` setting (bf16 or fp16 autocast, CUDA only). `seed_everything(seed)`
+makes a run repeatable.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import random
 import resource
 import sys
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from pipeline.config import DEVICES
 from pipeline.errors import PipelineError
+from pipeline.settings_rules import validate_precision
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,19 @@ class RunContext:
         if self.autocast_dtype is None:
             return nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+    @property
+    def precision(self) -> str:
+        """The `precision` setting this context computes in: bf16, fp16 or fp32."""
+        return next(name for name, dtype in AUTOCAST_DTYPES.items() if dtype == self.autocast_dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        """fp16's loss scaling (its gradients would underflow unscaled); a pass-through otherwise."""
+        return torch.amp.GradScaler(self.device.type, enabled=self.autocast_dtype == torch.float16)
+
+
+# The autocast dtype of each `precision` setting; fp32 runs without autocast.
+AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -67,8 +83,14 @@ def run_context(requested_device: str) -> RunContext:
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-        return RunContext(device, torch.bfloat16, rank, world_size)
     return RunContext(device, None, rank, world_size)
+
+
+def with_precision(context: RunContext, precision: str, key: str, device_setting: str | None = None) -> RunContext:
+    """`context` computing in `precision` (a training stage's setting `key`): bf16 or fp16 autocast
+    on CUDA, fp32 anywhere; another on a CPU is a one-line error naming `key`."""
+    validate_precision(precision, context.device.type, key, device_setting)
+    return replace(context, autocast_dtype=AUTOCAST_DTYPES[precision])
 
 
 def seed_everything(seed: int) -> None:

@@ -13,6 +13,8 @@ LOSS_TERMS = ("nce", "icnce", "ictn")
 CROSS_OUTPUTS = ("last", "mean")
 # stream: cross streams that feed the next layers (JTCSE's reading, the default); side: side outputs of each CAEL
 CROSS_MODES = ("stream", "side")
+# A training stage's arithmetic: bf16 or fp16 autocast (fp16 with a gradient scaler) on CUDA, or fp32.
+PRECISIONS = ("bf16", "fp16", "fp32")
 
 
 def describe_allowed_cael(num_layers: int) -> str:
@@ -99,3 +101,17 @@ def validate_pooler(pooler: str, key: str = "pooler") -> str:
     if pooler not in POOLERS:
         raise PipelineError(f"{key}={pooler} is not a known pooler; allowed: {', '.join(POOLERS)}")
     return pooler
+
+
+def validate_precision(precision: str, device_type: str, key: str, device_setting: str | None = None) -> str:
+    """`precision` of a training stage on the device it runs on: bf16 and fp16 on CUDA only, a CPU
+    trains in fp32 (the user-facing rule; `device_setting` names how the device was chosen)."""
+    if precision not in PRECISIONS:
+        raise PipelineError(f"{key}={precision} is not known; allowed: {', '.join(PRECISIONS)}")
+    if precision != "fp32" and device_type != "cuda":
+        if device_setting is None:
+            chosen = f"the device is {device_type}"
+        else:
+            chosen = f"device={device_setting}" + ("" if device_setting == device_type else f" runs on {device_type}")
+        raise PipelineError(f"{key}={precision} needs a CUDA GPU but {chosen}; on CPU set {key}: fp32")
+    return precision

@@ -12,7 +12,8 @@ how the result is saved); `train` does the rest, in four phases read top to bott
 4. **finish**: the best (or final) model written in Hugging Face format, the checkpoints removed.
 
 Batches come from `pipeline.batching` (tokenised once per stage, seeded uniform random batches or
-length-bucketed ones, dynamic padding); device, seed and precision from `pipeline.runtime`. The
+length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
+setting: bf16/fp16 autocast on CUDA, fp16 with a gradient scaler, or fp32) from `pipeline.runtime`. The
 loss stays on the device: it is read to the host every `LOSS_READ_EVERY` steps, before an
 evaluation, before a checkpoint and at the end (`LossLog`), so the host never waits for the GPU
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
@@ -179,12 +180,15 @@ def training_step(
     max_grad_norm: float | None = None,
     backward_scale: float = 1,
     loss_hook: LossHook | None = None,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> dict[str, list[torch.Tensor]]:
     """One optimizer step over `micro_batches` (gradient accumulation): zero the gradients; per
     micro-batch the loss under the run's autocast, divided by the number of micro-batches, times
     `backward_scale`, backward — under DDP without the gradient all-reduce except on the last one
     (`no_sync`), so gradients are reduced once per step; clip the accumulated gradient's norm
-    (`max_grad_norm`); the optimizer's step. `loss_hook(loss, step)` may replace each micro-batch's
+    (`max_grad_norm`); the optimizer's step. Under fp16 `scaler` (the context's `grad_scaler`)
+    scales the loss before backward and unscales the gradient before the clip; it skips a step
+    whose gradient overflowed. `loss_hook(loss, step)` may replace each micro-batch's
     loss (tests inject a NaN with it). Returns each term's per-micro-batch values (and `grad_norm`)
     as detached device tensors: nothing here waits for the device."""
     optimizer.zero_grad(set_to_none=True)
@@ -197,13 +201,20 @@ def training_step(
                 terms = loss_fn(model, batch, step)
             if loss_hook is not None:
                 terms = {**terms, "loss": loss_hook(terms["loss"], step)}
-            (terms["loss"] / len(micro_batches) * backward_scale).backward()
+            loss = terms["loss"] / len(micro_batches) * backward_scale
+            (scaler.scale(loss) if scaler is not None else loss).backward()
         for name, value in terms.items():
             recorded.setdefault(name, []).append(value.detach())
     if max_grad_norm is not None:
+        if scaler is not None:
+            scaler.unscale_(optimizer)
         # once per optimiser step, on the accumulated (DDP: already all-reduced) fp32 gradient
         recorded["grad_norm"] = [torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm).detach()]
-    optimizer.step()
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
     return recorded
 
 
@@ -229,6 +240,7 @@ class _Run:
     resumed_from: int | None = None
     history: list[dict] = field(default_factory=list)
     losses: LossLog | None = None
+    scaler: torch.amp.GradScaler | None = None
 
     @property
     def best_dir(self) -> Path:
@@ -365,6 +377,7 @@ def train(
     run = _Run(task, *_prepare(task, settings, lr, total_steps, context), context, checkpoint_dir, description,
                fingerprint, dev_score)
     run.losses = LossLog(run.history, description, checkpoint_dir)
+    run.scaler = context.grad_scaler()
     _resume(run, total_steps)
 
     # A loss over embeddings gathered from every rank is the same on each rank, with gradients only
@@ -376,7 +389,8 @@ def train(
     while run.step < total_steps:
         for group in _epoch_groups(data, settings, seed, run.step, epoch_steps, context):
             terms = training_step(task.loss, run.model, run.optimizer, group, context, run.step,
-                                  max_grad_norm=settings.max_grad_norm, backward_scale=backward_scale, loss_hook=loss_hook)
+                                  max_grad_norm=settings.max_grad_norm, backward_scale=backward_scale, loss_hook=loss_hook,
+                                  scaler=run.scaler)
             run.scheduler.step()
             run.step += 1
             run.losses.add(run.step, terms, run.scheduler.get_last_lr()[0])
@@ -398,19 +412,24 @@ def train(
     return _finish(run, output_dir, (run.step - first_step) / elapsed if elapsed > 0 else 0.0)
 
 
-def write_training_report(result: TrainingResult, metrics_path: Path, curve_path: Path, details_path: Path) -> None:
+def write_training_report(result: TrainingResult, metrics_path: Path, curve_path: Path, details_path: Path,
+                          environment: dict | None = None) -> None:
     """DVC metrics (JSON: best STS-B dev and steps, what `dvc metrics show` prints), the details
     (JSON: also the best step and the final loss) and plot data (CSV, one row per logged step).
 
     Only what the seed determines goes in: speed and memory vary from run to run, so they would
     make a rerun's dvc.lock differ from the committed one; the stage's summary line prints them and
-    the benchmark (`bench`) measures them."""
+    the benchmark (`bench`) measures them. `environment` (`pipeline.environment.environment_record`:
+    where and how it ran, a function of the machine kind, the packages, params and data) goes in
+    the details under "environment"."""
     details = {
         "steps": result.steps,
         "best_dev_stsb": result.best_dev,
         "best_step": result.best_step,
         "final_loss": result.final_loss,
     }
+    if environment is not None:
+        details["environment"] = environment
     write_json_atomic(details_path, details)
     write_json_atomic(metrics_path, {"best_dev_stsb": result.best_dev, "steps": result.steps})
     columns = sorted({key for row in result.history for key in row} - {"step"})

@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline import paths
 from pipeline.config import OptimSettings, Params, StudentSettings, TrainSettings
+from pipeline.environment import training_data
 from pipeline.models import TOWER_NAMES, WeightedTowers, teacher_model
 from pipeline.modeling import load_tokenizer
 from pipeline.training import TrainingResult
@@ -32,9 +33,12 @@ class TrainingJob:
     lr: float
     output: Path
     inputs: tuple[Path, ...]
+    key: str  # the dotted key of `settings` in params.yaml (pretrain, train, distill.teachers.<teacher>)
+    data: tuple[Path, ...]  # the corpus and round trips its record hashes (declared deps of the stage)
 
     def run(self, examples: Sequence[tuple[str, ...]], params: Params) -> TrainingResult:
-        return run_training(self.name, self.task, examples, self.settings, self.lr, self.output, params, list(self.inputs))
+        return run_training(self.name, self.task, examples, self.settings, self.lr, self.output, params,
+                            list(self.inputs), self.key, self.data)
 
 
 def simcse_task(params: Params, tower: str, backbone: Path = paths.BACKBONE) -> TrainingJob:
@@ -44,7 +48,8 @@ def simcse_task(params: Params, tower: str, backbone: Path = paths.BACKBONE) -> 
         backbone, load_tokenizer(backbone), pretrain.dropout, pretrain.temperature,
         gaussian_negatives(pretrain.gaussian, params.seed), pretrain.max_length,
     )
-    return TrainingJob(f"pretrain-{tower}", task, pretrain, params.towers[tower].lr, paths.pretrained_tower(tower), (backbone,))
+    return TrainingJob(f"pretrain-{tower}", task, pretrain, params.towers[tower].lr, paths.pretrained_tower(tower), (backbone,),
+                       "pretrain", tuple(training_data(params, [tower])))
 
 
 def twin_task(params: Params, towers: tuple[Path, Path] | None = None, train: TrainSettings | None = None) -> TrainingJob:
@@ -52,7 +57,8 @@ def twin_task(params: Params, towers: tuple[Path, Path] | None = None, train: Tr
     towers = towers or tuple(paths.pretrained_tower(tower) for tower in TOWER_NAMES)
     train = train or params.train
     task = TwinTask(towers, load_tokenizer(towers[0]), train, params.seed)
-    return TrainingJob("joint", task, train, train.mode_lr, paths.joint_model(), tuple(towers))
+    return TrainingJob("joint", task, train, train.mode_lr, paths.joint_model(), tuple(towers), "train",
+                       tuple(training_data(params)))
 
 
 def distill_task(params: Params, teacher: str, backbone: Path = paths.BACKBONE, ensemble: WeightedTowers | None = None,
@@ -63,4 +69,5 @@ def distill_task(params: Params, teacher: str, backbone: Path = paths.BACKBONE, 
     student = student or params.distill.teachers[teacher]
     task = DistillTask(backbone, FrozenEnsemble(ensemble), load_tokenizer(backbone), student.dropout, student.max_length)
     inputs = tuple(Path(folder) for folder in ensemble.folders)
-    return TrainingJob(f"distill-{teacher}", task, student, student.lr, paths.student(teacher), inputs)
+    return TrainingJob(f"distill-{teacher}", task, student, student.lr, paths.student(teacher), inputs,
+                       f"distill.teachers.{teacher}", tuple(training_data(params)))

@@ -38,8 +38,10 @@ from pipeline.modeling import (
     load_backbone,
 )
 from pipeline.batching import Batch
-from pipeline.runtime import resolve_device, run_context
-from pipeline.training import TrainingResult, planned_steps, train, write_training_report
+from pipeline.environment import environment_record, training_compute, write_provenance
+from pipeline.runtime import resolve_device, run_context, with_precision
+from pipeline.settings_rules import validate_precision
+from pipeline.training import TrainingResult, planned_steps, train, use_compile, write_training_report
 
 log = logging.getLogger(__name__)
 
@@ -268,10 +270,12 @@ class DistillTask:
         save_sentence_model(model.model, self.tokenizer, directory, self.max_length)
 
 
-def check_before_loading(name: str, example_count: int, settings: OptimSettings, params: Params) -> None:
-    """What a training stage checks before it loads any model: the device exists and the run takes
-    at least one optimizer step (a 0-step run would save the untrained model as if trained)."""
-    resolve_device(params.device)
+def check_before_loading(name: str, example_count: int, settings: OptimSettings, params: Params, key: str) -> None:
+    """What a training stage checks before it loads any model: the device exists, its `precision`
+    (the setting `<key>.precision`) runs there — with device auto this is where a CPU meets it — and
+    the run takes at least one optimizer step (a 0-step run would save the untrained model as if trained)."""
+    device = resolve_device(params.device)
+    validate_precision(settings.precision, device.type, f"{key}.precision", params.device)
     planned_steps(example_count, settings, name)
 
 
@@ -296,10 +300,12 @@ def run_fingerprint(settings: OptimSettings, lr: float, params: Params, examples
 
 
 def run_training(name: str, task, examples, settings: OptimSettings, lr: float, output_dir: Path, params: Params,
-                 input_models: Sequence[Path]) -> TrainingResult:
-    """Train a task as a stage does: device from params, STS-B dev selection, checkpoints under
-    data/checkpoints/<name>/, metrics and loss curve under reports/training/."""
-    context = run_context(params.device)
+                 input_models: Sequence[Path], key: str, data_files: Sequence[Path]) -> TrainingResult:
+    """Train a task as a stage does: device from params, precision from `<key>.precision`, STS-B
+    dev selection, checkpoints under data/checkpoints/<name>/, metrics, loss curve and the details
+    with the environment (`data_files` hashed) under reports/training/, and the run's provenance
+    under reports/provenance/<name>.json."""
+    context = with_precision(run_context(params.device), settings.precision, f"{key}.precision", params.device)
     dev_score = stsb_dev_scorer(
         task, paths.SENTEVAL, task.tokenizer, params.eval.max_length, context.device, params.eval.max_pairs, params.eval.batch_size
     )
@@ -309,8 +315,10 @@ def run_training(name: str, task, examples, settings: OptimSettings, lr: float, 
         dev_score, description=name, fingerprint=fingerprint,
     )
     if context.is_main:
+        compute = training_compute(settings, context, use_compile(settings.compile, context.device))
         write_training_report(
             result, paths.TRAINING_REPORTS / f"{name}.json", paths.TRAINING_REPORTS / f"{name}.csv",
-            paths.TRAINING_DETAILS / f"{name}.json",
+            paths.TRAINING_DETAILS / f"{name}.json", environment_record(context.device, params, data_files, compute),
         )
+        write_provenance(name)
     return result

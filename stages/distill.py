@@ -28,7 +28,8 @@ def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the U
     if teacher not in settings.distill.teachers:
         raise PipelineError(f"--teacher {teacher} is not in distill.teachers; allowed: {', '.join(settings.distill.teachers)}")
     corpus = read_corpus(paths.CORPUS)
-    check_before_loading(f"{NAME}-{teacher}", len(corpus), settings.distill.teachers[teacher], settings)
+    check_before_loading(f"{NAME}-{teacher}", len(corpus), settings.distill.teachers[teacher], settings,
+                         f"distill.teachers.{teacher}")
     job = distill_task(settings, teacher)
     examples = job.task.examples(corpus)
     result = job.run(examples, settings)

@@ -3,7 +3,8 @@
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
 pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
 eval settings of params.yaml and writes
-reports/metrics/details/<model>.json (every score: subsets, "mean", the settings), the
+reports/metrics/details/<model>.json (every score: subsets, "mean", the settings, the environment
+of `pipeline.environment`), reports/provenance/evaluate-<model>.json (git commit, host, time), the
 headline reports/metrics/<model>.json (the seven reported scores and avg: `dvc metrics show`), and
 reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
@@ -50,8 +51,11 @@ def command(
         settings = load_params(params)  # a bad params file fails before the evaluator's imports (seconds)
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
+        from pipeline.environment import evaluation_environment, write_provenance
+
         results, mteb_results = evaluate_pipeline_model(name, settings)
-        write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", results)
+        write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", {**results, "environment": evaluation_environment(settings)})
+        write_provenance(f"{NAME}-{name}")
         output, written = paths.metrics_file(name), headline_scores(results)
         label = name
     else:

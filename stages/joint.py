@@ -22,7 +22,7 @@ def command(params: Path = ParamsOption) -> None:
 
     settings = load_params(params)
     examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
-    check_before_loading(NAME, len(examples), settings.train, settings)
+    check_before_loading(NAME, len(examples), settings.train, settings, "train")
     result = twin_task(settings).run(examples, settings)
     method = f"JTCSE with {settings.train.cael} CAELs" if settings.train.cael else "TNCSE"
     if settings.train.norm_input != "pooler" or settings.train.drop_layernorm:

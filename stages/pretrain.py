@@ -26,7 +26,7 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
     tower_settings(settings, tower)
     corpus = read_corpus(paths.CORPUS)
     examples = pretraining_examples(corpus, read_round_trips(paths.rtt_file(tower), len(corpus)), settings.pretrain.rtt_as)
-    check_before_loading(f"{NAME}-{tower}", len(examples), settings.pretrain, settings)
+    check_before_loading(f"{NAME}-{tower}", len(examples), settings.pretrain, settings, "pretrain")
     job = simcse_task(settings, tower)
     result = job.run(examples, settings)
     summary(job.name, training_line(result, len(examples)))

@@ -123,3 +123,63 @@ def test_rules_hold_only_where_they_apply(tiny_params_dict):
     tiny_params_dict["train"]["gaussian"]["enabled"] = True
     with pytest.raises(PipelineError, match="train.gaussian.weight=0.0 is not positive"):
         parse_params(tiny_params_dict)
+
+
+def test_precision_presets_follow_the_released_scripts():
+    """paper: SimCSE's towers in fp16 (its --fp16), the twin and the students in fp32 (the twin
+    scripts); small: bf16, the fast choice on a GPU; tiny (a CPU): fp32 everywhere."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    def composed(*overrides):
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+            return parse_params(OmegaConf.to_container(compose(config_name="config", overrides=list(overrides)), resolve=True))
+
+    def precisions(params):
+        return {key: section.precision for key, section in params.training_sections().items()}
+
+    sections = ("pretrain", "train", "distill.teachers.joint", "distill.teachers.uc")
+    assert precisions(composed("scale=paper", "backbone=bert")) == dict(zip(sections, ("fp16", "fp32", "fp32", "fp32")))
+    assert precisions(composed("scale=small")) == dict.fromkeys(sections, "bf16")
+    assert precisions(composed()) == dict.fromkeys(sections, "fp32")
+
+
+@pytest.mark.parametrize("section", ["pretrain", "train", "distill.teachers.uc"])
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_half_precision_on_a_cpu_is_one_line_naming_the_key(tiny_params_dict, section, precision):
+    *parents, leaf = section.split(".")
+    node = tiny_params_dict
+    for part in [*parents, leaf]:
+        node = node[part]
+    node["precision"] = precision
+    assert tiny_params_dict["device"] == "cpu"
+    with pytest.raises(PipelineError) as error:
+        parse_params(tiny_params_dict)
+    message = str(error.value)
+    assert "\n" not in message and f"{section}.precision={precision} needs a CUDA GPU" in message
+    assert f"set {section}.precision: fp32" in message
+
+
+def test_an_unknown_precision_is_refused(tiny_params_dict):
+    tiny_params_dict["train"]["precision"] = "fp8"
+    with pytest.raises(PipelineError, match=r"train.precision='fp8': Input should be 'bf16', 'fp16' or 'fp32'"):
+        parse_params(tiny_params_dict)
+
+
+def test_with_device_auto_half_precision_is_checked_when_the_device_resolves(tiny_params_dict, monkeypatch):
+    """device auto: params load (a GPU may be there when the stage runs); on a CPU the stage stops
+    before loading any model, with one line naming the key."""
+    import torch
+
+    from pipeline.training_tasks import check_before_loading
+
+    tiny_params_dict["device"] = "auto"
+    tiny_params_dict["pretrain"]["precision"] = "fp16"
+    params = parse_params(tiny_params_dict)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(PipelineError) as error:
+        check_before_loading("pretrain-I", 1000, params.pretrain, params, "pretrain")
+    assert str(error.value) == (
+        "pretrain.precision=fp16 needs a CUDA GPU but device=auto runs on cpu; on CPU set pretrain.precision: fp32"
+    )
+    check_before_loading("joint", 1000, params.train, params, "train")  # fp32: fine anywhere

@@ -22,7 +22,7 @@ one module per section, all reading one `BenchInputs` (`inputs`):
 - `run`: the machine (CPUs, GPU, library versions, load average at start and end) and the whole run;
   `summary`: the headline figures and the printed table; `readme`: the README's figures, rendered
   from the JSON. `timing` holds the clocks and the peak-memory probe (on CUDA the step runs under
-  bf16 autocast as in training, `RunContext`).
+  bf16 autocast, the fast choice of the stages' `precision` setting, `RunContext`).
 
     results = run_benchmarks("tiny", load_params(), device="auto", backbone_dir=Path("data/backbone"),
                              corpus=Path("data/raw/corpus.txt"), senteval=Path("data/raw/senteval"))

@@ -25,7 +25,7 @@ from pipeline.benchmark.training_grid import bench_training
 from pipeline.benchmark.translation import bench_translation
 from pipeline.config import Params
 from pipeline.errors import PipelineError
-from pipeline.runtime import run_context
+from pipeline.runtime import run_context, with_precision
 
 SECTION_RUNNERS = {
     "training": bench_training,
@@ -133,6 +133,8 @@ def run_benchmarks(
         raise PipelineError(f"unknown benchmark scale; allowed: {', '.join(SCALES)}")
     check_sections(sections)
     context = run_context(device)
+    # bf16 autocast on CUDA, the documented fast precision (the stages' `precision` setting), as before it was one
+    context = with_precision(context, "bf16" if context.device.type == "cuda" else "fp32", "bench precision")
     results: dict = {
         "scale": scale.name, "device": str(context.device),
         "precision": "bf16 autocast" if context.autocast_dtype is not None else "float32",

@@ -1,0 +1,146 @@
+"""Where a result was made: the environment record of every training and evaluation record, and
+the provenance record beside it.
+
+`environment_record` goes inside DVC outputs (reports/training/details/<stage>.json and
+reports/metrics/details/<model>.json, under "environment"), so it holds only what is a function of
+the machine kind, the installed (locked) package versions, params and data: a fresh clone's
+`dvc repro` on the same kind of machine writes it again byte for byte, and dvc.lock with it. Every
+data file it hashes is a dependency the stage declares, and every setting it names a parameter
+the stage declares, so a change to either reruns the stage.
+
+What differs between two identical runs — the git commit (a fresh clone of the results commit is
+another commit than the one that made them), whether the tree was dirty, the host, the time — goes
+in `provenance_record`, which the caller writes to reports/provenance/<stage>.json: no stage
+declares that folder and no declared folder holds it, so it leaves dvc.lock and `dvc status` alone.
+"""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import platform
+import socket
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from pipeline import paths
+from pipeline.config import OptimSettings, Params
+from pipeline.io import sha256_of, write_json_atomic
+from pipeline.runtime import RunContext, resolve_device
+
+# Distribution names, read with importlib.metadata (the installed versions, not the imported modules').
+PACKAGES = ("torch", "transformers", "tokenizers", "dvc")
+# What a run writes while the pipeline runs: changes there do not make the code tree dirty.
+RUN_OUTPUTS = ("reports/", "dvc.lock")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """How a stage computed: its precision, torch.compile as resolved, the DDP world and the rows
+    each device takes per micro-batch (None where batches are made by a token budget)."""
+
+    precision: str
+    compiled: bool
+    world_size: int
+    per_device_batch: int | None
+
+
+def training_compute(settings: OptimSettings, context: RunContext, compiled: bool) -> Compute:
+    """A training stage's `Compute`: `settings.batch_size` is the global batch, split over the ranks
+    (`pipeline.batching`: rank r takes rows r, r + world, ...; the first ranks take one more row
+    when it does not divide)."""
+    per_device = -(-settings.batch_size // context.world_size)
+    return Compute(context.precision, compiled, context.world_size, per_device)
+
+
+# The evaluate stage embeds in fp32, uncompiled, in one process, in batches of a token budget.
+EVALUATION_COMPUTE = Compute("fp32", False, 1, None)
+
+
+def training_data(params: Params, towers: Sequence[str] | None = None) -> list[Path]:
+    """The corpus and the round trips of `towers` (default: every tower): the files whose hashes a
+    record carries; the stage that writes the record declares each as a dependency."""
+    return [paths.CORPUS, *(paths.rtt_file(tower) for tower in (params.towers if towers is None else towers))]
+
+
+def package_versions() -> dict[str, str | None]:
+    """python and the installed versions of `PACKAGES` (None: not installed), CUDA and cuDNN as torch
+    was built with them (None: a CPU build)."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for package in PACKAGES:
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    versions["cuda"] = torch.version.cuda
+    versions["cudnn"] = str(cudnn) if cudnn is not None else None
+    return versions
+
+
+def gpu_record(device: torch.device) -> dict | None:
+    """The GPU model and how many this process sees, on CUDA; None on a CPU."""
+    if device.type != "cuda":
+        return None
+    return {"model": torch.cuda.get_device_name(device), "count": torch.cuda.device_count()}
+
+
+def environment_record(device: torch.device, params: Params, data_files: Sequence[Path], compute: Compute) -> dict:
+    """Where and how a result was made (the "environment" of a training or evaluation record).
+
+    Data are hashed with `sha256_of` (the files as the stage read them, not the md5 dvc.lock held
+    for them: a stage run by hand, or before DVC committed its upstream stage, still records what
+    it read); a file that is not there is recorded as null."""
+    return {
+        "device": device.type,
+        "gpu": gpu_record(device),
+        "versions": package_versions(),
+        "precision": compute.precision,
+        "compile": "on" if compute.compiled else "off",
+        "world_size": compute.world_size,
+        "per_device_batch": compute.per_device_batch,
+        "data_sha256": {path.as_posix(): sha256_of(path) if path.is_file() else None for path in map(Path, data_files)},
+        "sick_splits": list(params.data.sick_splits) if params.data.add_sick else [],
+    }
+
+
+def evaluation_environment(params: Params) -> dict:
+    """The environment of an `evaluate@<model>` record: the device params resolve to, fp32, and the
+    pipeline's corpus and round trips (declared deps of every evaluate stage)."""
+    return environment_record(resolve_device(params.device), params, training_data(params), EVALUATION_COMPUTE)
+
+
+def _git(*arguments: str, cwd: Path) -> str | None:
+    try:
+        done = subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, text=True, check=False)
+    except OSError:  # no git on this machine
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def provenance_record(stage: str, cwd: Path | None = None) -> dict:
+    """What made a stage's outputs that is no function of code, data and params: the git commit
+    (None outside a git checkout), whether tracked or new files other than the run's own outputs
+    (`RUN_OUTPUTS`) differed from it, the host and the time."""
+    cwd = cwd or Path.cwd()
+    commit = _git("rev-parse", "HEAD", cwd=cwd)
+    status = _git("status", "--porcelain", "--untracked-files=all", "--no-renames", cwd=cwd)
+    changed = [line[3:] for line in (status or "").splitlines()]
+    return {
+        "stage": stage,
+        "git_commit": commit.strip() if commit else None,
+        "git_dirty": None if status is None else any(not path.startswith(RUN_OUTPUTS) for path in changed),
+        "host": socket.gethostname(),
+        "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_provenance(stage: str, folder: Path = paths.PROVENANCE) -> Path:
+    """reports/provenance/<stage>.json (atomic); not a DVC output (see the module's docstring)."""
+    path = folder / f"{stage}.json"
+    write_json_atomic(path, provenance_record(stage))
+    return path
