@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -172,13 +173,41 @@ def test_cael_table_renders_from_recorded_experiments():
     assert r"71.02 \| 79.70 \| -8.68" in markdown(table)
 
 
-def test_seed_table_aggregates_mean_and_std_over_the_seeds_present():
+def test_seed_table_aggregates_n_mean_std_and_range_over_the_seeds_present():
     source = source_with({}, runs=experiment_runs(EXP_SHOW))
     table = build_table(TABLES, "seeds-tncse", source)
     assert [row.present for row in table.rows] == [True, True, False, False, False]
-    assert table.aggregate.ours["Avg."] == pytest.approx((68.81 + 68.82) / 2)
-    assert table.aggregate.spread["Avg."] == pytest.approx(0.00707, abs=1e-5)
-    assert cell(table.aggregate, "Avg.").startswith("68.81 ± 0.01 | 79.58 | -10.77")
+    aggregate = table.aggregate
+    assert aggregate.count == 2 and aggregate.run == "n = 2"
+    assert aggregate.ours["Avg."] == pytest.approx((68.81 + 68.82) / 2)
+    assert aggregate.spread["Avg."] == pytest.approx(0.00707, abs=1e-5)
+    assert aggregate.extent["Avg."] == pytest.approx((68.81, 68.82))
+    assert cell(aggregate, "Avg.") == "68.81 ± 0.01 [68.81–68.82] | 79.58 | -10.77"
+    frame = numbers(table).set_index("row")
+    assert frame.loc[aggregate.label, "n"] == 2
+    assert frame.loc[aggregate.label, ["Avg. min", "Avg. max"]].tolist() == pytest.approx([68.81, 68.82])
+
+
+def test_a_table_whose_rows_are_seeds_must_aggregate_them():
+    spec = minimal_spec(experiment={"overrides": ["seed=1"]})
+    with pytest.raises(PipelineError, match="rows are a seed sweep.*aggregate"):
+        parse_tables(spec)
+    spec["tables"]["t"]["aggregate"] = {"label": "mean ± std"}
+    assert parse_tables(spec).tables["t"].aggregate.label == "mean ± std"
+
+
+def test_cells_carry_the_bootstrap_interval_of_their_run():
+    details = metrics(70.0) | {"intervals": {"STS12": {"low": 67.0, "high": 72.0, "se": 1.2},
+                                             "avg": {"low": 72.5, "high": 73.5, "se": 0.25}}}
+    workspace = Run("workspace", baseline_params(), {"reports/metrics/details/joint.json": details})
+    table = build_table(TABLES, "tncse-sts-roberta", RunSource(workspace, lambda: ExperimentSearch([])))
+    tncse = row_of(table, "TNCSE")
+    assert tncse.intervals == {"STS12": (67.0, 72.0), "Avg.": (72.5, 73.5)}
+    assert cell(tncse, "STS12") == "70.00 ± 2.50 | 74.11 | -4.11"
+    assert cell(tncse, "STS13") == "71.00 | 84.00 | -13.00"  # no interval for it: no ±
+    frame = numbers(table).set_index("row")
+    assert frame.loc["TNCSE", ["STS12 low", "STS12 high"]].tolist() == [67.0, 72.0]
+    assert pd.isna(frame.loc["TNCSE", "STS13 low"])
 
 
 def test_experiments_are_not_listed_when_the_workspace_has_every_row():

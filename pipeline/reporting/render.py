@@ -1,6 +1,8 @@
 """Write filled tables as Markdown, CSV and LaTeX, and the index of all of them.
 
-Every cell is `ours | paper | Δ` with Δ = ours − paper, both to two decimals. A row that is not
+Every cell is `ours | paper | Δ` with Δ = ours − paper, both to two decimals; ours carries ± the
+half-width of its 95% bootstrap interval where the run has one, and a seed row (the aggregate) ± its
+sample std and [min–max]. A row that is not
 there yet reads `missing` and is listed under the table with the command that produces it. The
 first line of every table (and of its LaTeX caption) states the scale its numbers come from.
 """
@@ -11,11 +13,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
 
 ROW_HEADER = "Model"
 RUN_HEADER = "Run"
-CELL_LEGEND = "Cells: ours | paper | Δ, with Δ = ours − paper; Run: the run our numbers come from."
+CELL_LEGEND = (
+    "Cells: ours | paper | Δ, with Δ = ours − paper; ours ± half-width of its 95% bootstrap interval where there is one "
+    "(an aggregate row: ± sample std over its n runs, [min–max]); Run: the run our numbers come from."
+)
 _LATEX = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "|": r"\textbar{}",
@@ -36,9 +42,19 @@ def cell(row: Row, header: str) -> str:
     ours = row.ours.get(header)
     if ours is None:
         return f"missing | {paper_text} | —"
-    spread = f" ± {row.spread[header]:.2f}" if header in row.spread else ""
     delta = "—" if paper is None else signed(ours - paper)
-    return f"{ours:.2f}{spread} | {paper_text} | {delta}"
+    return f"{ours:.2f}{uncertainty(row, header)} | {paper_text} | {delta}"
+
+
+def uncertainty(row: Row, header: str) -> str:
+    """What follows our number: ± std [min–max] of an aggregate row, or ± the bootstrap half-width."""
+    if header in row.spread:
+        low, high = row.extent[header]
+        return f" ± {row.spread[header]:.2f} [{low:.2f}–{high:.2f}]"
+    if header in row.intervals:
+        low, high = row.intervals[header]
+        return f" ± {(high - low) / 2:.2f}"
+    return ""
 
 
 def _status(row: Row) -> str:
@@ -67,15 +83,24 @@ def grid(table: Table) -> pd.DataFrame:
 
 
 def numbers(table: Table) -> pd.DataFrame:
-    """The table for machines: ours, paper and Δ as separate numeric columns per metric."""
+    """The table for machines: ours, paper and Δ as separate numeric columns per metric; a score column
+    also its bootstrap interval (low, high), a table with an aggregate row n, std, min and max."""
+    scores = {header for column, header in table.spec.columns.items() if column in SCORE_COLUMNS}
     records = []
     for row in _all_rows(table):
         record: dict[str, object] = {"row": row.label, "status": _status(row), "scale": table.scale, "run": row.run}
+        if table.aggregate:
+            record["n"] = row.count
         for header in table.headers:
             ours, paper = row.ours.get(header), row.paper.get(header)
             record[f"{header} ours"] = ours
+            if header in scores:
+                low, high = row.intervals.get(header, (None, None))
+                record[f"{header} low"], record[f"{header} high"] = low, high
             if table.aggregate:
+                low, high = row.extent.get(header, (None, None))
                 record[f"{header} std"] = row.spread.get(header)
+                record[f"{header} min"], record[f"{header} max"] = low, high
             record[f"{header} paper"] = paper
             record[f"{header} Δ"] = None if ours is None or paper is None else round(ours - paper, 2)
         records.append(record)
