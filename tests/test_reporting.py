@@ -216,7 +216,7 @@ def test_experiments_are_not_listed_when_the_workspace_has_every_row():
 
     models = ["pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
     files = {f"reports/metrics/{model}.json": metrics(70.0) for model in models}
-    table = build_table(TABLES, "tncse-sts-bert", RunSource(Run("workspace", baseline_params(), files), search))
+    table = build_table(TABLES, "tncse-sts-roberta", RunSource(Run("workspace", baseline_params(), files), search))
     assert table.complete and {row.run for row in table.rows} == {"workspace"}
 
 
@@ -274,21 +274,25 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params_dict))
     (tmp_path / "tables.yaml").write_text((REPO_ROOT / "tables.yaml").read_text())
+    (tmp_path / "claims.yaml").write_text((REPO_ROOT / "claims.yaml").read_text())
     (tmp_path / "reports" / "metrics").mkdir(parents=True)
     (tmp_path / "reports" / "metrics" / "joint.json").write_text(json.dumps(metrics(70.0)))
     (tmp_path / "reports" / "tables").mkdir()
     (tmp_path / "reports" / "tables" / "dropped-table.md").write_text("stale")
     monkeypatch.setattr("pipeline.reporting.runs.search_experiments", lambda commits: ExperimentSearch([]))
 
-    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue=None, run=False)
+    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue=None, run=False)
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
     figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
     assert written == expected | figures | {"README.md"}  # and the stale table is gone
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
-    assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in out
+    assert "claims (" in out and (tmp_path / "reports" / "REPRODUCTION.md").is_file()
+    assert json.loads((tmp_path / "reports" / "claims.json").read_text())["claims"] > 0
 
-    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue="jtcse-cael", run=False)
+    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue="jtcse-cael", run=False)
     printed = capsys.readouterr().out.splitlines()
     queued = [f"dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael={cael}" for cael in (1, 2, 3, 4, 6)]
     assert printed[:5] == queued

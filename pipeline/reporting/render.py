@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline.reporting.claims import OTHER_SCALE, VERDICTS, OrderClaim, ValueClaim, Verdict, verdict_counts, verdict_key
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
 
@@ -193,4 +194,121 @@ def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
     lines.append(body.to_markdown(index=False))
     if figures:
         lines += ["", "## Figures", ""] + [f"- [{Path(link).name}]({link}): {caption}" for link, caption in figures.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --- reports/REPRODUCTION.md --------------------------------------------------------------------
+
+VERDICT_LEGEND = (
+    "Value claims: reproduced (|Δ| ≤ ε), reproduced, higher / not reproduced (outside the band, our interval too), "
+    "inconclusive (outside the band, our interval reaching it). Order and trend claims: holds / contradicted "
+    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin), inconclusive "
+    "(it straddles). The exact rules: docs/method.md, \"Claims and verdicts\"."
+)
+
+
+def _flatten(record: dict, prefix: str = "") -> list[tuple[str, object]]:
+    pairs = []
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            pairs += _flatten(value, f"{prefix}{key}.")
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs
+
+
+def environment_section(environments: dict[str, dict]) -> list[str]:
+    """Each distinct environment record as `key: value` lines, with the files that recorded it."""
+    lines = ["## Environment", ""]
+    if not environments:
+        return lines + [
+            "environment not recorded (no \"environment\" in reports/training/details/*.json or "
+            "reports/metrics/details/*.json)", "",
+        ]
+    grouped: dict[str, tuple[dict, list[str]]] = {}
+    for path, record in environments.items():
+        key = repr(sorted(_flatten(record), key=lambda pair: pair[0]))
+        grouped.setdefault(key, (record, []))[1].append(path)
+    for record, paths in grouped.values():
+        lines += [f"Recorded by {', '.join(f'`{path}`' for path in paths)}:", ""]
+        lines += [f"- {key}: {value}" for key, value in _flatten(record)] + [""]
+    return lines
+
+
+def _markdown_row(cells: list[str]) -> str:
+    """One line of a Markdown table, unpadded (the claims' cells are long)."""
+    return "| " + " | ".join(str(text).replace("|", r"\|").replace("\n", " ") for text in cells) + " |"
+
+
+def _interval_text(interval: tuple[float, float] | None) -> str:
+    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _ours(result: Verdict) -> str:
+    if isinstance(result.claim, ValueClaim):
+        if result.ours is None:
+            return "—"
+        return f"{result.ours:.2f}{_interval_text(result.interval)} ({result.run})"
+    parts = []
+    for pair in result.comparisons:
+        shown = "—" if pair.difference is None else f"{signed(pair.difference)}{_interval_text(pair.interval)}"
+        parts.append(f"{pair.better} − {pair.worse}: {shown} {pair.verdict}")
+    return "; ".join(parts) or "—"
+
+
+def _paper(result: Verdict, default_reason: str) -> str:
+    if isinstance(result.claim, ValueClaim):
+        reason = "default" if result.epsilon_reason == default_reason else result.epsilon_reason
+        return f"{result.paper:.2f} (ε {result.epsilon:.2f}: {reason})"
+    claim = result.claim
+    if isinstance(claim, OrderClaim) and claim.margin:
+        return f"{claim.paper} (margin {claim.margin:+.2f}: {claim.margin_reason})"
+    return claim.paper
+
+
+def _verdict_text(result: Verdict) -> str:
+    shown = f"**{result.verdict}**"
+    if isinstance(result.claim, ValueClaim) and result.ours is not None and result.verdict != OTHER_SCALE:
+        shown += f" (Δ {signed(result.ours - result.paper)})"
+    notes = [result.note] if result.note else []
+    notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
+    return shown + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+
+
+def reproduction(verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: str) -> str:
+    """reports/REPRODUCTION.md: the scale and environment, one line per claim, the verdict counts and
+    the commands that run what is missing."""
+    scale = params["scale"]
+    backbone = params["backbone"]["name"]
+    if scale == "paper":
+        scale_text = f"**Paper scale** ({backbone} in the workspace; claims on the other backbone read its experiments)."
+    else:
+        scale_text = (
+            f"**{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT** ({backbone} stands in for BERT-base and RoBERTa-base): "
+            "value claims are not compared (the papers' numbers are at paper scale); order and trend claims are "
+            "checked at this scale."
+        )
+    lines = ["# Did it reproduce?", "", scale_text, ""] + environment_section(environments)
+    header = ["id", "claim", "source", "ours (95% interval)", "paper", "verdict"]
+    rows = [
+        [
+            result.claim.id,
+            result.claim.claim,
+            f"{result.claim.source.file}, {result.claim.source.where}: “{result.claim.source.quote}”",
+            _ours(result),
+            _paper(result, default_epsilon),
+            _verdict_text(result),
+        ]
+        for result in verdicts
+    ]
+    counts = verdict_counts(verdicts)["verdicts"]
+    lines += ["## Claims", "", VERDICT_LEGEND, f"Default ε of value claims: {default_epsilon}.", ""]
+    lines += [_markdown_row(header), _markdown_row([":--"] * len(header))] + [_markdown_row(row) for row in rows]
+    lines += ["", "## Verdicts", ""]
+    lines += [f"- {verdict}: {counts[verdict_key(verdict)]}" for verdict in VERDICTS]
+    lines += ["", f"{len(verdicts)} claims (reports/claims.json; `dvc metrics diff` compares two runs' counts)."]
+    commands = list(dict.fromkeys(command for result in verdicts for command in result.commands))
+    if commands:
+        lines += ["", "## To run what is missing", ""] + [f"- `{command}`" for command in commands]
+        lines += ["", "Queued experiments start with `dvc queue start`; `dvc repro report` renders them when they finish."]
     return "\n".join(lines) + "\n"

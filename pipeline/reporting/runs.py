@@ -26,7 +26,7 @@ import yaml
 
 from pipeline.config import setting_default
 from pipeline.errors import PipelineError
-from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB
+from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
 from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
@@ -168,6 +168,22 @@ def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
             except (json.JSONDecodeError, UnicodeDecodeError):
                 log.warning("%s is not valid JSON; its rows count as missing", folder / path.name)
     return Run("workspace", params, files)
+
+
+def recorded_environments(root: Path = Path(".")) -> dict[str, dict[str, Any]]:
+    """The "environment" record of each training and evaluation details file
+    (reports/training/details/<stage>.json, reports/metrics/details/<model>.json), by file; files
+    without one are left out."""
+    found = {}
+    for folder in (TRAINING_DETAILS, METRICS_DETAILS):
+        for path in sorted((root / folder).glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8")).get("environment")
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                continue  # the tables already warn about files that are not JSON objects
+            if isinstance(record, dict) and record:
+                found[(folder / path.name).as_posix()] = record
+    return found
 
 
 def experiment_runs(exp_show: list[dict[str, Any]], read_files: ReadFiles | None = None) -> list[Run]:
