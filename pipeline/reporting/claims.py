@@ -349,7 +349,11 @@ def _compare(better: tuple[SubjectSpec, Row], worse: tuple[SubjectSpec, Row], me
         pair.note = "the two runs' bootstrap resamples differ (seed or pairs), so they do not pair"
         return pair
     task = SCORE_COLUMNS[metric]
-    pair.interval = paired_interval(np.asarray(resamples[0]["scores"][task]), np.asarray(resamples[1]["scores"][task]))
+    scores = [(found.get("scores") or {}).get(task) for found in resamples]
+    if any(not isinstance(found, list) or not found for found in scores):
+        pair.note = f"a bootstrap file has no resampled {task} scores"
+        return pair
+    pair.interval = paired_interval(np.asarray(scores[0], dtype=float), np.asarray(scores[1], dtype=float))
     pair.verdict = order_verdict(pair.interval, margin)
     return pair
 
