@@ -98,6 +98,10 @@ class ComparisonClaim(ClaimSpec):
     metric: Literal[tuple(SCORE_COLUMNS)]  # type: ignore[valid-type]
     paper: str = Field(min_length=1, description="the paper's numbers behind the claim, as text")
 
+    def compared(self) -> list[SubjectSpec]:
+        """The subjects the claim compares, in its order."""
+        raise NotImplementedError
+
 
 class OrderClaim(ComparisonClaim):
     """`better` beats `worse` on `metric` by more than `margin` (0: simply beats; −0.5: keeps within 0.5)."""
@@ -116,6 +120,9 @@ class OrderClaim(ComparisonClaim):
             raise ValueError(f"better and worse are both labelled {self.better.label!r}")
         return self
 
+    def compared(self) -> list[SubjectSpec]:
+        return [self.better, self.worse]
+
 
 class TrendClaim(ComparisonClaim):
     """A sweep's shape: `decreasing` (each subject beats the next) or `first-best` (the first beats each other)."""
@@ -131,6 +138,9 @@ class TrendClaim(ComparisonClaim):
         if len(set(labels)) != len(labels):
             raise ValueError(f"subject labels {labels} must be unique")
         return subjects
+
+    def compared(self) -> list[SubjectSpec]:
+        return self.subjects
 
 
 Claim = Annotated[ValueClaim | OrderClaim | TrendClaim, Field(discriminator="kind")]
@@ -186,8 +196,7 @@ def _cross_check(claim: Claim, tables: TablesFile, params: dict[str, Any]) -> st
             if _column_path(spec, claim.column) not in seeds.columns:
                 return f"seeds: table {claim.seeds} has no column {_column_path(spec, claim.column)!r}"
         return None
-    subjects = [claim.better, claim.worse] if isinstance(claim, OrderClaim) else claim.subjects
-    for subject in subjects:
+    for subject in claim.compared():
         for override in subject.experiment.overrides + subject.experiment.paper_overrides if subject.experiment else []:
             key = split_override(override)[0]
             if not has_param(params, key):
@@ -267,7 +276,7 @@ def _claim_axes(claims: ClaimsFile) -> list[str]:
     return [
         split_override(override)[0]
         for claim in claims.claims if not isinstance(claim, ValueClaim)
-        for subject in ([claim.better, claim.worse] if isinstance(claim, OrderClaim) else claim.subjects)
+        for subject in claim.compared()
         if subject.experiment
         for override in subject.experiment.overrides + subject.experiment.paper_overrides
     ]
@@ -276,11 +285,12 @@ def _claim_axes(claims: ClaimsFile) -> list[str]:
 def _evaluate(claim: Claim, claims: ClaimsFile, tables: TablesFile, source: RunSource, axes: list[str]) -> Verdict:
     if isinstance(claim, ValueClaim):
         return _evaluate_value(claim, claims, tables, source, axes)
+    subjects = claim.compared()
+    # The claim as a one-column table of its subjects, so its rows are found as the tables' rows are.
     spec = TableSpec(
         caption=claim.claim, paper_source=claim.source.file, scale_note=claim.source.where, backbone=claim.backbone,
-        columns={claim.metric: claim.metric}, rows=[RowSpec(label=claim.id, model="joint")],
+        columns={claim.metric: claim.metric}, rows=[subject.as_row() for subject in subjects],
     )
-    subjects = [claim.better, claim.worse] if isinstance(claim, OrderClaim) else claim.subjects
     rows = {subject.label: (subject, find_row(subject.as_row(), spec, axes, source)) for subject in subjects}
     if isinstance(claim, OrderClaim):
         pair = _compare(rows[claim.better.label], rows[claim.worse.label], claim.metric, claim.margin)
