@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -98,9 +99,9 @@ class ComparisonClaim(ClaimSpec):
     metric: Literal[tuple(SCORE_COLUMNS)]  # type: ignore[valid-type]
     paper: str = Field(min_length=1, description="the paper's numbers behind the claim, as text")
 
+    @abstractmethod
     def compared(self) -> list[SubjectSpec]:
         """The subjects the claim compares, in its order."""
-        raise NotImplementedError
 
 
 class OrderClaim(ComparisonClaim):
