@@ -270,6 +270,12 @@ def test_the_committed_claims_load_and_cover_the_papers(tiny_params_dict):
                    "jtcse-loss-ablation", "jtcse-cael-best", "layernorm-tncse-falls", "gs-infonce-beats-infonce-bert",
                    "simcse-bert-avg", "sick-not-needed-sick-r"):
         assert wanted in ids, wanted
+    seeds = REPO_ROOT.parent / "shared"
+    for claim in claims.claims:
+        assert (seeds / claim.source.file).is_file(), claim.source.file
+        if claim.kind == "value":  # the quoted cell is the number tables.yaml holds
+            paper = next(row for row in TABLES.tables[claim.table].rows if row.label == claim.row).paper[claim.column]
+            assert f"{paper:.2f}" in claim.source.quote, claim.id
 
 
 # --- REPRODUCTION.md and claims.json ------------------------------------------------------------------
