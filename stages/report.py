@@ -3,7 +3,9 @@
 Reads tables.yaml, params.yaml (the scale), reports/metrics/*.json and details/*.json,
 reports/analysis/*.json and, for rows that are DVC experiments, `dvc exp show --json` (their details
 and analysis files from git); writes reports/tables/<id>.md, .csv, .tex and README.md, and the
-training curves reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv). `--queue <table>` prints the `dvc exp run --queue` commands of that table's
+training curves reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv).
+Checks the papers' claims of claims.yaml against the same runs: reports/REPRODUCTION.md and the
+verdict counts reports/claims.json. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
 missing experiments (`--run` queues them)."""
 
 from pathlib import Path
@@ -20,12 +22,14 @@ NAME = "report"
 def command(
     params: Path = ParamsOption,
     tables_file: Path = typer.Option(Path("tables.yaml"), "--tables", help="the table specs"),
+    claims_file: Path = typer.Option(Path("claims.yaml"), "--claims", help="the papers' claims"),
     queue: str | None = typer.Option(None, "--queue", help="print the commands queueing this table's experiments"),
     run: bool = typer.Option(False, "--run", help="with --queue: queue them now"),
 ) -> None:
     from pipeline.errors import PipelineError
-    from pipeline.reporting.report import TABLES, summary_line, write_tables, write_training_figures
-    from pipeline.reporting.runs import run_queue_command, search_experiments, workspace_run
+    from pipeline.reporting.claims import evaluate_claims, load_claims
+    from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
+    from pipeline.reporting.runs import recorded_environments, run_queue_command, search_experiments, workspace_run
     from pipeline.reporting.spec import load_tables
     from pipeline.reporting.tables import RunSource, build_table, build_tables, check_override_keys
 
@@ -36,10 +40,13 @@ def command(
     check_override_keys(tables, workspace_params)
     source = RunSource(workspace_run(workspace_params), lambda: search_experiments(tables.experiment_commits))
     if queue is None:
+        claims = load_claims(tables, workspace_params, claims_file)
         built = build_tables(tables, source)
+        verdicts = evaluate_claims(claims, tables, source)
         write_training_figures()
         write_tables(built, TABLES)
-        summary(NAME, summary_line(built, TABLES))
+        claims_line = write_reproduction(verdicts, claims, workspace_params, recorded_environments())
+        summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")
         return
 
     if queue not in tables.tables:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -172,13 +173,41 @@ def test_cael_table_renders_from_recorded_experiments():
     assert r"71.02 \| 79.70 \| -8.68" in markdown(table)
 
 
-def test_seed_table_aggregates_mean_and_std_over_the_seeds_present():
+def test_seed_table_aggregates_n_mean_std_and_range_over_the_seeds_present():
     source = source_with({}, runs=experiment_runs(EXP_SHOW))
     table = build_table(TABLES, "seeds-tncse", source)
     assert [row.present for row in table.rows] == [True, True, False, False, False]
-    assert table.aggregate.ours["Avg."] == pytest.approx((68.81 + 68.82) / 2)
-    assert table.aggregate.spread["Avg."] == pytest.approx(0.00707, abs=1e-5)
-    assert cell(table.aggregate, "Avg.").startswith("68.81 ± 0.01 | 79.58 | -10.77")
+    aggregate = table.aggregate
+    assert aggregate.count == 2 and aggregate.run == "n = 2"
+    assert aggregate.ours["Avg."] == pytest.approx((68.81 + 68.82) / 2)
+    assert aggregate.spread["Avg."] == pytest.approx(0.00707, abs=1e-5)
+    assert aggregate.extent["Avg."] == pytest.approx((68.81, 68.82))
+    assert cell(aggregate, "Avg.") == "68.81 ± 0.01 [68.81–68.82] | 79.58 | -10.77"
+    frame = numbers(table).set_index("row")
+    assert frame.loc[aggregate.label, "n"] == 2
+    assert frame.loc[aggregate.label, ["Avg. min", "Avg. max"]].tolist() == pytest.approx([68.81, 68.82])
+
+
+def test_a_table_whose_rows_are_seeds_must_aggregate_them():
+    spec = minimal_spec(experiment={"overrides": ["seed=1"]})
+    with pytest.raises(PipelineError, match="rows are a seed sweep.*aggregate"):
+        parse_tables(spec)
+    spec["tables"]["t"]["aggregate"] = {"label": "mean ± std"}
+    assert parse_tables(spec).tables["t"].aggregate.label == "mean ± std"
+
+
+def test_cells_carry_the_bootstrap_interval_of_their_run():
+    details = metrics(70.0) | {"intervals": {"STS12": {"low": 67.0, "high": 72.0, "se": 1.2},
+                                             "avg": {"low": 72.5, "high": 73.5, "se": 0.25}}}
+    workspace = Run("workspace", baseline_params(), {"reports/metrics/details/joint.json": details})
+    table = build_table(TABLES, "tncse-sts-roberta", RunSource(workspace, lambda: ExperimentSearch([])))
+    tncse = row_of(table, "TNCSE")
+    assert tncse.intervals == {"STS12": (67.0, 72.0), "Avg.": (72.5, 73.5)}
+    assert cell(tncse, "STS12") == "70.00 ± 2.50 | 74.11 | -4.11"
+    assert cell(tncse, "STS13") == "71.00 | 84.00 | -13.00"  # no interval for it: no ±
+    frame = numbers(table).set_index("row")
+    assert frame.loc["TNCSE", ["STS12 low", "STS12 high"]].tolist() == [67.0, 72.0]
+    assert pd.isna(frame.loc["TNCSE", "STS13 low"])
 
 
 def test_experiments_are_not_listed_when_the_workspace_has_every_row():
@@ -187,7 +216,7 @@ def test_experiments_are_not_listed_when_the_workspace_has_every_row():
 
     models = ["pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
     files = {f"reports/metrics/{model}.json": metrics(70.0) for model in models}
-    table = build_table(TABLES, "tncse-sts-bert", RunSource(Run("workspace", baseline_params(), files), search))
+    table = build_table(TABLES, "tncse-sts-roberta", RunSource(Run("workspace", baseline_params(), files), search))
     assert table.complete and {row.run for row in table.rows} == {"workspace"}
 
 
@@ -245,21 +274,25 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params_dict))
     (tmp_path / "tables.yaml").write_text((REPO_ROOT / "tables.yaml").read_text())
+    (tmp_path / "claims.yaml").write_text((REPO_ROOT / "claims.yaml").read_text())
     (tmp_path / "reports" / "metrics").mkdir(parents=True)
     (tmp_path / "reports" / "metrics" / "joint.json").write_text(json.dumps(metrics(70.0)))
     (tmp_path / "reports" / "tables").mkdir()
     (tmp_path / "reports" / "tables" / "dropped-table.md").write_text("stale")
     monkeypatch.setattr("pipeline.reporting.runs.search_experiments", lambda commits: ExperimentSearch([]))
 
-    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue=None, run=False)
+    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue=None, run=False)
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
     figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
     assert written == expected | figures | {"README.md"}  # and the stale table is gone
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
-    assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in out
+    assert "claims (" in out and (tmp_path / "reports" / "REPRODUCTION.md").is_file()
+    assert json.loads((tmp_path / "reports" / "claims.json").read_text())["claims"] > 0
 
-    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue="jtcse-cael", run=False)
+    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue="jtcse-cael", run=False)
     printed = capsys.readouterr().out.splitlines()
     queued = [f"dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael={cael}" for cael in (1, 2, 3, 4, 6)]
     assert printed[:5] == queued

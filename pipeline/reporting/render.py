@@ -1,6 +1,8 @@
 """Write filled tables as Markdown, CSV and LaTeX, and the index of all of them.
 
-Every cell is `ours | paper | Δ` with Δ = ours − paper, both to two decimals. A row that is not
+Every cell is `ours | paper | Δ` with Δ = ours − paper, both to two decimals; ours carries ± the
+half-width of its 95% bootstrap interval where the run has one, and a seed row (the aggregate) ± its
+sample std and [min–max]. A row that is not
 there yet reads `missing` and is listed under the table with the command that produces it. The
 first line of every table (and of its LaTeX caption) states the scale its numbers come from.
 """
@@ -11,11 +13,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline.reporting.claims import OTHER_SCALE, VERDICTS, OrderClaim, ValueClaim, Verdict, verdict_counts, verdict_key
+from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
 
 ROW_HEADER = "Model"
 RUN_HEADER = "Run"
-CELL_LEGEND = "Cells: ours | paper | Δ, with Δ = ours − paper; Run: the run our numbers come from."
+CELL_LEGEND = (
+    "Cells: ours | paper | Δ, with Δ = ours − paper; ours ± half-width of its 95% bootstrap interval where there is one "
+    "(an aggregate row: ± sample std over its n runs, [min–max]); Run: the run our numbers come from."
+)
 _LATEX = {
     "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
     "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "|": r"\textbar{}",
@@ -36,9 +43,19 @@ def cell(row: Row, header: str) -> str:
     ours = row.ours.get(header)
     if ours is None:
         return f"missing | {paper_text} | —"
-    spread = f" ± {row.spread[header]:.2f}" if header in row.spread else ""
     delta = "—" if paper is None else signed(ours - paper)
-    return f"{ours:.2f}{spread} | {paper_text} | {delta}"
+    return f"{ours:.2f}{uncertainty(row, header)} | {paper_text} | {delta}"
+
+
+def uncertainty(row: Row, header: str) -> str:
+    """What follows our number: ± std [min–max] of an aggregate row, or ± the bootstrap half-width."""
+    if header in row.spread:
+        low, high = row.extent[header]
+        return f" ± {row.spread[header]:.2f} [{low:.2f}–{high:.2f}]"
+    if header in row.intervals:
+        low, high = row.intervals[header]
+        return f" ± {(high - low) / 2:.2f}"
+    return ""
 
 
 def _status(row: Row) -> str:
@@ -67,15 +84,24 @@ def grid(table: Table) -> pd.DataFrame:
 
 
 def numbers(table: Table) -> pd.DataFrame:
-    """The table for machines: ours, paper and Δ as separate numeric columns per metric."""
+    """The table for machines: ours, paper and Δ as separate numeric columns per metric; a score column
+    also its bootstrap interval (low, high), a table with an aggregate row n, std, min and max."""
+    scores = {header for column, header in table.spec.columns.items() if column in SCORE_COLUMNS}
     records = []
     for row in _all_rows(table):
         record: dict[str, object] = {"row": row.label, "status": _status(row), "scale": table.scale, "run": row.run}
+        if table.aggregate:
+            record["n"] = row.count
         for header in table.headers:
             ours, paper = row.ours.get(header), row.paper.get(header)
             record[f"{header} ours"] = ours
+            if header in scores:
+                low, high = row.intervals.get(header, (None, None))
+                record[f"{header} low"], record[f"{header} high"] = low, high
             if table.aggregate:
+                low, high = row.extent.get(header, (None, None))
                 record[f"{header} std"] = row.spread.get(header)
+                record[f"{header} min"], record[f"{header} max"] = low, high
             record[f"{header} paper"] = paper
             record[f"{header} Δ"] = None if ours is None or paper is None else round(ours - paper, 2)
         records.append(record)
@@ -168,4 +194,121 @@ def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
     lines.append(body.to_markdown(index=False))
     if figures:
         lines += ["", "## Figures", ""] + [f"- [{Path(link).name}]({link}): {caption}" for link, caption in figures.items()]
+    return "\n".join(lines) + "\n"
+
+
+# --- reports/REPRODUCTION.md --------------------------------------------------------------------
+
+VERDICT_LEGEND = (
+    "Value claims: reproduced (|Δ| ≤ ε), reproduced, higher / not reproduced (outside the band, our interval too), "
+    "inconclusive (outside the band, our interval reaching it). Order and trend claims: holds / contradicted "
+    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin), inconclusive "
+    "(it straddles). The exact rules: docs/method.md, \"Claims and verdicts\"."
+)
+
+
+def _flatten(record: dict, prefix: str = "") -> list[tuple[str, object]]:
+    pairs = []
+    for key, value in record.items():
+        if isinstance(value, dict) and value:
+            pairs += _flatten(value, f"{prefix}{key}.")
+        else:
+            pairs.append((f"{prefix}{key}", value))
+    return pairs
+
+
+def environment_section(environments: dict[str, dict]) -> list[str]:
+    """Each distinct environment record as `key: value` lines, with the files that recorded it."""
+    lines = ["## Environment", ""]
+    if not environments:
+        return lines + [
+            "environment not recorded (no \"environment\" in reports/training/details/*.json or "
+            "reports/metrics/details/*.json)", "",
+        ]
+    grouped: dict[str, tuple[dict, list[str]]] = {}
+    for path, record in environments.items():
+        key = repr(sorted(_flatten(record), key=lambda pair: pair[0]))
+        grouped.setdefault(key, (record, []))[1].append(path)
+    for record, paths in grouped.values():
+        lines += [f"Recorded by {', '.join(f'`{path}`' for path in paths)}:", ""]
+        lines += [f"- {key}: {value}" for key, value in _flatten(record)] + [""]
+    return lines
+
+
+def _markdown_row(cells: list[str]) -> str:
+    """One line of a Markdown table, unpadded (the claims' cells are long)."""
+    return "| " + " | ".join(str(text).replace("|", r"\|").replace("\n", " ") for text in cells) + " |"
+
+
+def _interval_text(interval: tuple[float, float] | None) -> str:
+    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _ours(result: Verdict) -> str:
+    if isinstance(result.claim, ValueClaim):
+        if result.ours is None:
+            return "—"
+        return f"{result.ours:.2f}{_interval_text(result.interval)} ({result.run})"
+    parts = []
+    for pair in result.comparisons:
+        shown = "—" if pair.difference is None else f"{signed(pair.difference)}{_interval_text(pair.interval)}"
+        parts.append(f"{pair.better} − {pair.worse}: {shown} {pair.verdict}")
+    return "; ".join(parts) or "—"
+
+
+def _paper(result: Verdict, default_reason: str) -> str:
+    if isinstance(result.claim, ValueClaim):
+        reason = "default" if result.epsilon_reason == default_reason else result.epsilon_reason
+        return f"{result.paper:.2f} (ε {result.epsilon:.2f}: {reason})"
+    claim = result.claim
+    if isinstance(claim, OrderClaim) and claim.margin:
+        return f"{claim.paper} (margin {claim.margin:+.2f}: {claim.margin_reason})"
+    return claim.paper
+
+
+def _verdict_text(result: Verdict) -> str:
+    shown = f"**{result.verdict}**"
+    if isinstance(result.claim, ValueClaim) and result.ours is not None and result.verdict != OTHER_SCALE:
+        shown += f" (Δ {signed(result.ours - result.paper)})"
+    notes = [result.note] if result.note else []
+    notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
+    return shown + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+
+
+def reproduction(verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: str) -> str:
+    """reports/REPRODUCTION.md: the scale and environment, one line per claim, the verdict counts and
+    the commands that run what is missing."""
+    scale = params["scale"]
+    backbone = params["backbone"]["name"]
+    if scale == "paper":
+        scale_text = f"**Paper scale** ({backbone} in the workspace; claims on the other backbone read its experiments)."
+    else:
+        scale_text = (
+            f"**{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT** ({backbone} stands in for BERT-base and RoBERTa-base): "
+            "value claims are not compared (the papers' numbers are at paper scale); order and trend claims are "
+            "checked at this scale."
+        )
+    lines = ["# Did it reproduce?", "", scale_text, ""] + environment_section(environments)
+    header = ["id", "claim", "source", "ours (95% interval)", "paper", "verdict"]
+    rows = [
+        [
+            result.claim.id,
+            result.claim.claim,
+            f"{result.claim.source.file}, {result.claim.source.where}: “{result.claim.source.quote}”",
+            _ours(result),
+            _paper(result, default_epsilon),
+            _verdict_text(result),
+        ]
+        for result in verdicts
+    ]
+    counts = verdict_counts(verdicts)["verdicts"]
+    lines += ["## Claims", "", VERDICT_LEGEND, f"Default ε of value claims: {default_epsilon}.", ""]
+    lines += [_markdown_row(header), _markdown_row([":--"] * len(header))] + [_markdown_row(row) for row in rows]
+    lines += ["", "## Verdicts", ""]
+    lines += [f"- {verdict}: {counts[verdict_key(verdict)]}" for verdict in VERDICTS]
+    lines += ["", f"{len(verdicts)} claims (reports/claims.json; `dvc metrics diff` compares two runs' counts)."]
+    commands = list(dict.fromkeys(command for result in verdicts for command in result.commands))
+    if commands:
+        lines += ["", "## To run what is missing", ""] + [f"- `{command}`" for command in commands]
+        lines += ["", "Queued experiments start with `dvc queue start`; `dvc repro report` renders them when they finish."]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,5 @@
 """The report: write every filled table as .md, .csv and .tex, the training figures, the index
-(with every figure drawn) and a summary line."""
+(with every figure drawn), the claims' verdicts (REPRODUCTION.md, claims.json) and a summary line."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.io import atomic_path, write_text_atomic
-from pipeline.paths import FIGURES, TABLES, TRAINING_REPORTS
-from pipeline.reporting.render import index, latex, markdown, numbers
+from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
+from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
+from pipeline.reporting.claims import ClaimsFile, Verdict, verdict_counts
+from pipeline.reporting.render import index, latex, markdown, numbers, reproduction
 from pipeline.reporting.tables import Table
 
 TABLE_SUFFIXES = (".md", ".csv", ".tex", ".png")
+REPRODUCTION_FILE = REPORTS / "REPRODUCTION.md"
+CLAIMS_METRICS = REPORTS / "claims.json"  # the verdict counts: a headline DVC metric
 SURFACE_FILE = "tensor_norm_surface.png"
 SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t = cos γ (TNCSE Figure 2, JTCSE Fig. 3)"
 
@@ -93,3 +96,16 @@ def _write_png(path: Path, data: bytes) -> Path:
     with atomic_path(path) as temporary:
         temporary.write_bytes(data)
     return path
+
+
+def write_reproduction(
+    verdicts: list[Verdict], claims: ClaimsFile, params: dict, environments: dict[str, dict],
+    page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS,
+) -> str:
+    """REPRODUCTION.md and the verdict counts (claims.json); returns the summary line's part."""
+    default = f"{claims.default_epsilon:.2f} points, {claims.default_epsilon_reason}"
+    write_text_atomic(page, reproduction(verdicts, params, environments, default))
+    tally = verdict_counts(verdicts)
+    write_json_atomic(counts, tally)
+    shown = ", ".join(f"{count} {key.replace('_', ' ')}" for key, count in tally["verdicts"].items() if count)
+    return f"{tally['claims']} claims ({shown}) -> {page}"

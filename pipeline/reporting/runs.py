@@ -3,7 +3,7 @@
 A run is a set of params and the JSON files it produced: the workspace (params.yaml and
 reports/metrics, reports/metrics/details, reports/analysis, reports/mteb on disk) or a finished DVC experiment
 or commit as `dvc exp show --json` lists it. `dvc exp show` carries only the headline metrics
-(the seven scores and avg); the details, analysis and MTEB files, plain outputs kept in git, are read
+(the seven scores and avg); the details, bootstrap, analysis and MTEB files, plain outputs kept in git, are read
 from the run's git revision (`revision_files`). A row fits a run when every override it needs (`train.cael=2`,
 and the table's `scale=…`, `backbone=…`) equals the run's params. A setting a run's params lack
 (the run predates it) counts at its default in `pipeline.config`: that is what the run ran with.
@@ -26,7 +26,7 @@ import yaml
 
 from pipeline.config import setting_default
 from pipeline.errors import PipelineError
-from pipeline.paths import ANALYSIS, METRICS, METRICS_DETAILS, MTEB
+from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
 from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,12 @@ DVC_TIMEOUT_SECONDS = 600
 FINISHED_STATES = (None, "success")
 _PLACEHOLDER = re.compile(r"\{(?P<path>[\w.-]+)(?:\s*\*\s*(?P<factor>[0-9.]+))?\}")
 _ABSENT = object()
+# The column of each STS task's reported score (`sts.reported_score`) → the task its bootstrap interval and
+# resamples are keyed by (pipeline/evaluation/bootstrap.py).
+SCORE_COLUMNS = {
+    "STS12.all": "STS12", "STS13.all": "STS13", "STS14.all": "STS14", "STS15.all": "STS15", "STS16.all": "STS16",
+    "STSBenchmark.test": "STSBenchmark", "SICKRelatedness.test": "SICKRelatedness", "avg": "avg",
+}
 ReadFiles = Callable[[str], dict[str, Any]]
 
 
@@ -56,6 +62,20 @@ class Run:
             return metric_at(self.files.get(file_of(model, column)), strip_prefix(column))
         details = self.files.get(details_file(model))
         return metric_at(details if details is not None else self.files.get(metrics_file(model)), column)
+
+    def interval(self, model: str, column: str) -> tuple[float, float] | None:
+        """The bootstrap interval (low, high) of a score column, from the details file's "intervals"."""
+        if column not in SCORE_COLUMNS:
+            return None
+        details = self.files.get(details_file(model))
+        low = metric_at(details, f"intervals.{SCORE_COLUMNS[column]}.low")
+        high = metric_at(details, f"intervals.{SCORE_COLUMNS[column]}.high")
+        return None if low is None or high is None else (low, high)
+
+    def resamples(self, model: str) -> dict[str, Any] | None:
+        """The per-resample scores of a model (reports/metrics/bootstrap/<model>.json), when the run has them."""
+        found = self.files.get(bootstrap_file(model))
+        return found if isinstance(found, dict) else None
 
 
 @dataclass(frozen=True)
@@ -80,6 +100,10 @@ def metrics_file(model: str) -> str:
 
 def details_file(model: str) -> str:
     return (METRICS_DETAILS / f"{model}.json").as_posix()
+
+
+def bootstrap_file(model: str) -> str:
+    return (METRICS_BOOTSTRAP / f"{model}.json").as_posix()
 
 
 def analysis_file(model: str) -> str:
@@ -137,13 +161,29 @@ def has_param(params: dict[str, Any], key: str) -> bool:
 
 def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
     files = {}
-    for folder in (METRICS, METRICS_DETAILS, ANALYSIS, MTEB):
+    for folder in (METRICS, METRICS_DETAILS, METRICS_BOOTSTRAP, ANALYSIS, MTEB):
         for path in sorted((root / folder).glob("*.json")):
             try:
                 files[(folder / path.name).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
             except (json.JSONDecodeError, UnicodeDecodeError):
                 log.warning("%s is not valid JSON; its rows count as missing", folder / path.name)
     return Run("workspace", params, files)
+
+
+def recorded_environments(root: Path = Path(".")) -> dict[str, dict[str, Any]]:
+    """The "environment" record of each training and evaluation details file
+    (reports/training/details/<stage>.json, reports/metrics/details/<model>.json), by file; files
+    without one are left out."""
+    found = {}
+    for folder in (TRAINING_DETAILS, METRICS_DETAILS):
+        for path in sorted((root / folder).glob("*.json")):
+            try:
+                record = json.loads(path.read_text(encoding="utf-8")).get("environment")
+            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+                continue  # the tables already warn about files that are not JSON objects
+            if isinstance(record, dict) and record:
+                found[(folder / path.name).as_posix()] = record
+    return found
 
 
 def experiment_runs(exp_show: list[dict[str, Any]], read_files: ReadFiles | None = None) -> list[Run]:
@@ -177,10 +217,10 @@ def _run_of(entry: dict[str, Any], name: str, read_files: ReadFiles | None) -> l
 
 
 def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
-    """The JSON files under reports/metrics/details, reports/analysis and reports/mteb committed at git revision
+    """The JSON files under reports/metrics/details, reports/metrics/bootstrap, reports/analysis and reports/mteb committed at git revision
     `rev` (an experiment's commit), by repository-relative path. A revision git cannot read gives
     none, with a warning naming it."""
-    folders = [METRICS_DETAILS.as_posix(), ANALYSIS.as_posix(), MTEB.as_posix()]
+    folders = [METRICS_DETAILS.as_posix(), METRICS_BOOTSTRAP.as_posix(), ANALYSIS.as_posix(), MTEB.as_posix()]
     try:
         listed = _git(["ls-tree", "-r", "--name-only", rev, "--", *folders], root).decode().splitlines()
         paths = [path for path in listed if path.endswith(".json") and path.rsplit("/", 1)[0] in folders]

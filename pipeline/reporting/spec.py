@@ -26,6 +26,7 @@ MTEB_PREFIX = "mteb:"  # a column read from reports/mteb/<model>.json (the MTEB 
 # Hydra config groups of conf/: the table's backbone and the run's scale select them, never a row.
 CONTEXT_KEYS = ("scale", "backbone")
 _OVERRIDE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*(?:\.[\w-]+)*)=(?P<value>.+)$")
+SEED_KEY = "seed"  # rows that override it are a seed sweep: their spread is the table's aggregate row
 _TABLE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -113,6 +114,10 @@ class TableSpec(Spec):
             if unknown:
                 where = f"rows.{index}" if index < len(self.rows) else "aggregate"
                 raise ValueError(f"{where}.paper: unknown column {unknown[0]!r}; columns: {', '.join(headers)}")
+        seeded = [row.label for row in self.rows if row.experiment and any(
+            split_override(override)[0] == SEED_KEY for override in row.experiment.overrides)]
+        if seeded and self.aggregate is None:
+            raise ValueError(f"rows are a seed sweep ({', '.join(seeded)}): add an aggregate row (n, mean ± std, min–max)")
         if self.figure:
             drawn = [self.figure.bars, self.figure.line] + ([self.figure.errors] if self.figure.errors else [])
             unknown = [header for header in drawn if header not in headers]

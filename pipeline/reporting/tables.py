@@ -38,8 +38,12 @@ class Row:
     label: str
     paper: dict[str, float]
     ours: dict[str, float | None] = field(default_factory=dict)  # by column header; None = missing cell
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)  # 95% bootstrap (low, high) by header
     spread: dict[str, float] = field(default_factory=dict)  # sample std, aggregate rows only
+    extent: dict[str, tuple[float, float]] = field(default_factory=dict)  # (min, max), aggregate rows only
+    count: int | None = None  # runs an aggregate row summarises
     run: str | None = None
+    origin: Run | None = field(default=None, repr=False)  # the run the numbers come from
     missing: str | None = None  # why the row is absent
     command: str | None = None  # what produces it
     queued: bool = False  # the command queues a DVC experiment
@@ -129,14 +133,11 @@ def build_tables(tables: TablesFile, source: RunSource) -> list[Table]:
 def build_table(tables: TablesFile, table_id: str, source: RunSource) -> Table:
     spec = tables.tables[table_id]
     params = source.workspace.params
-    scale = params["scale"]
-    backbone = spec.backbone if scale == "paper" else params["backbone"]["name"]
-    context = [requirement(f"scale={scale}", params), requirement(f"backbone={backbone}", params)]
     axes = experiment_axes(tables)
-    rows = [_fill_row(row, spec, context, axes, source) for row in spec.rows]
+    rows = [find_row(row, spec, axes, source) for row in spec.rows]
     aggregate = _aggregate(spec, rows) if spec.aggregate else None
     problem = source.experiments.problem if any(row.queued for row in rows) else None
-    return Table(table_id, spec, scale, scale_line(spec, params), rows, aggregate, problem)
+    return Table(table_id, spec, params["scale"], scale_line(spec, params), rows, aggregate, problem)
 
 
 def scale_line(spec: TableSpec, params: dict[str, Any]) -> str:
@@ -156,10 +157,14 @@ def scale_line(spec: TableSpec, params: dict[str, Any]) -> str:
     return f"Paper scale: {BACKBONE_NAMES[spec.backbone]}, the papers' settings (params.yaml, scale: paper)."
 
 
-def _fill_row(
-    row: RowSpec, spec: TableSpec, context: list[Requirement], axes: list[str], source: RunSource
-) -> Row:
+def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) -> Row:
+    """One row of a table spec filled from the runs (the workspace, else the experiments that fit), or
+    why it is missing and the command that produces it. `axes`: `experiment_axes` (settings every row
+    keeps at the workspace's value unless it overrides them)."""
     workspace = source.workspace
+    scale = workspace.params["scale"]
+    backbone = spec.backbone if scale == "paper" else workspace.params["backbone"]["name"]
+    context = [requirement(f"scale={scale}", workspace.params), requirement(f"backbone={backbone}", workspace.params)]
     result = Row(row.label, dict(row.paper))
     overrides = list(spec.overrides)
     if row.experiment:
@@ -182,7 +187,11 @@ def _fill_row(
     for run in _candidates(source, requirements, is_experiment=bool(changed) or not in_workspace_context):
         ours = {header: run.value(row.model, column) for column, header in spec.columns.items()}
         if any(value is not None for value in ours.values()):
-            result.ours, result.run = ours, run.name
+            result.ours, result.run, result.origin = ours, run.name, run
+            result.intervals = {
+                header: found for column, header in spec.columns.items()
+                if (found := run.interval(row.model, column)) is not None
+            }
             absent = [header for header, value in ours.items() if value is None]
             if absent:
                 result.missing_cells = f"{', '.join(absent)} not in {_files_of(spec, row.model)}"
@@ -240,7 +249,7 @@ def _repro_command(spec: TableSpec, model: str) -> str:
 
 
 def _aggregate(spec: TableSpec, rows: list[Row]) -> Row:
-    """Mean ± sample std over the rows present; needs two of them."""
+    """n, mean ± sample std and min–max over the rows present (the seed spread); needs two of them."""
     assert spec.aggregate is not None
     result = Row(spec.aggregate.label, dict(spec.aggregate.paper))
     present = [row for row in rows if row.present]
@@ -250,5 +259,9 @@ def _aggregate(spec: TableSpec, rows: list[Row]) -> Row:
     frame = pd.DataFrame([row.ours for row in present], dtype=float)
     result.ours = {header: (None if pd.isna(mean) else float(mean)) for header, mean in frame.mean().items()}
     result.spread = {header: float(std) for header, std in frame.std(ddof=1).items() if not pd.isna(std)}
-    result.run = f"{len(present)} runs"
+    result.extent = {
+        header: (float(low), float(high)) for (header, low), high in zip(frame.min().items(), frame.max()) if not pd.isna(low)
+    }
+    result.count = len(present)
+    result.run = f"n = {len(present)}"
     return result

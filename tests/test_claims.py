@@ -1,0 +1,319 @@
+"""The papers' claims (claims.yaml, pipeline/reporting/claims.py): the verdict rules, claims against
+planted runs, "not run" with its command, spec errors, and REPRODUCTION.md / claims.json.
+
+The runs are built in memory or under tmp_path in the documented formats of
+pipeline/evaluation/bootstrap.py ("intervals" in the details file, per-resample scores in
+reports/metrics/bootstrap/<model>.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+import yaml
+
+from pipeline.errors import PipelineError
+from pipeline.reporting.claims import (
+    CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, OTHER_SCALE, REPRODUCED, VERDICTS,
+    evaluate_claims, order_verdict, parse_claims, seed_interval, value_verdict, verdict_key,
+)
+from pipeline.reporting.report import write_reproduction
+from pipeline.reporting.runs import ExperimentSearch, Run, recorded_environments
+from pipeline.reporting.spec import load_tables
+from pipeline.reporting.tables import RunSource
+
+from conftest import REPO_ROOT
+
+TABLES = load_tables(REPO_ROOT / "tables.yaml")
+RESAMPLES = 1000
+SOURCE = {"file": "seeds/000_7f5ce723e1f20bd6.txt", "where": "Table 1", "quote": "TNCSE … 79.58"}
+TNCSE = {"label": "TNCSE", "model": "joint", "experiment": {"overrides": ["train.cael=0"]}}
+UNTRAINED = {"label": "untrained twin", "model": "ensemble"}
+
+
+def details(avg: float, interval: tuple[float, float] | None = None) -> dict:
+    """A details file of the evaluate stage's shape (seven tasks and avg), with an avg interval if given."""
+    tasks = {f"STS1{k}": {"all": avg, "mean": avg, "subsets": {}} for k in range(2, 7)}
+    tasks |= {"STSBenchmark": {"test": avg}, "SICKRelatedness": {"test": avg}, "avg": avg}
+    if interval:
+        tasks["intervals"] = {"avg": {"low": interval[0], "high": interval[1], "se": (interval[1] - interval[0]) / 4}}
+    return tasks
+
+
+def resamples(scores: np.ndarray, indices: str = "sha-of-the-shared-indices") -> dict:
+    """A bootstrap file whose every task (and avg) has the same resampled scores."""
+    tasks = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness", "avg"]
+    return {"resamples": len(scores), "seed": 0, "indices": indices, "scores": {task: scores.tolist() for task in tasks}}
+
+
+def files_of(models: dict[str, tuple[float, np.ndarray | None]]) -> dict:
+    files = {}
+    for model, (avg, scores) in models.items():
+        files[f"reports/metrics/details/{model}.json"] = details(avg)
+        if scores is not None:
+            files[f"reports/metrics/bootstrap/{model}.json"] = resamples(scores)
+    return files
+
+
+def claims_file(*claims: dict) -> dict:
+    return {"default_epsilon": 0.5, "default_epsilon_reason": "stated default", "claims": list(claims)}
+
+
+def order_claim(**changes) -> dict:
+    claim = {"id": "tncse-beats-untrained", "claim": "TNCSE beats the untrained twin", "source": SOURCE,
+             "kind": "order", "metric": "avg", "paper": "79.58 > 78.27", "better": TNCSE, "worse": UNTRAINED}
+    return claim | changes
+
+
+def value_claim(**changes) -> dict:
+    claim = {"id": "tncse-bert-avg", "claim": "TNCSE reaches 79.58", "source": SOURCE, "kind": "value",
+             "table": "tncse-sts-bert", "row": "TNCSE", "column": "Avg."}
+    return claim | changes
+
+
+def evaluate(raw: dict, params: dict, files: dict, runs: list[Run] | None = None):
+    claims = parse_claims(raw, TABLES, params)
+    source = RunSource(Run("workspace", params, files), lambda: ExperimentSearch(runs or [], None if runs else "none"))
+    return evaluate_claims(claims, TABLES, source)
+
+
+@pytest.fixture
+def paper_params(tiny_params_dict) -> dict:
+    """The committed preset relabelled as a paper-scale BERT run (value claims compare only there)."""
+    return tiny_params_dict | {"scale": "paper", "backbone": tiny_params_dict["backbone"] | {"name": "bert"}}
+
+
+# --- the verdict rules on hand-made numbers ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "ours, interval, expected",
+    [
+        (79.30, (78.80, 79.80), REPRODUCED),  # |Δ| = 0.28 ≤ ε
+        (79.08, None, REPRODUCED),  # |Δ| = ε exactly: inside the band
+        (81.00, (80.40, 81.60), HIGHER),  # above the band, the whole interval too
+        (77.00, (76.20, 77.80), NOT_REPRODUCED),  # below the band, the whole interval too
+        (78.60, (78.00, 79.20), INCONCLUSIVE),  # below the band, the interval reaching into it
+        (80.50, (79.90, 81.10), INCONCLUSIVE),  # above the band, the interval reaching into it
+        (78.60, None, NOT_REPRODUCED),  # no interval: the point alone decides
+    ],
+)
+def test_value_verdict_rules(ours, interval, expected):
+    assert value_verdict(ours, 79.58, 0.5, interval) == expected
+
+
+@pytest.mark.parametrize(
+    "interval, margin, expected",
+    [((0.1, 0.9), 0.0, HOLDS), ((-0.9, -0.1), 0.0, CONTRADICTED), ((-0.2, 0.3), 0.0, INCONCLUSIVE),
+     ((-0.3, 0.2), -0.5, HOLDS), ((-0.9, -0.6), -0.5, CONTRADICTED)],
+)
+def test_order_verdict_rules(interval, margin, expected):
+    assert order_verdict(interval, margin) == expected
+
+
+# --- order claims against planted runs --------------------------------------------------------------
+
+
+def test_a_planted_better_model_makes_its_order_claim_hold(tiny_params_dict):
+    rng = np.random.default_rng(0)
+    shared = rng.normal(0.0, 1.0, RESAMPLES)  # the resampled pairs move both models alike
+    files = files_of({"joint": (73.0, 73.0 + shared + rng.normal(0, 0.2, RESAMPLES)),
+                      "ensemble": (71.0, 71.0 + shared + rng.normal(0, 0.2, RESAMPLES))})
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert result.verdict == HOLDS
+    (pair,) = result.comparisons
+    assert pair.difference == pytest.approx(2.0)
+    assert 1.0 < pair.interval[0] < 2.0 < pair.interval[1] < 3.0
+
+
+def test_a_noise_level_difference_is_inconclusive(tiny_params_dict):
+    rng = np.random.default_rng(1)
+    base = 71.0 + rng.normal(0.0, 1.0, RESAMPLES)
+    files = files_of({"joint": (71.05, base + 0.05 + rng.normal(0, 0.5, RESAMPLES)), "ensemble": (71.0, base)})
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert result.verdict == INCONCLUSIVE
+    low, high = result.comparisons[0].interval
+    assert low < 0 < high
+
+
+def test_a_planted_reversal_contradicts_the_claim(tiny_params_dict):
+    rng = np.random.default_rng(2)
+    base = 71.0 + rng.normal(0.0, 1.0, RESAMPLES)
+    files = files_of({"joint": (69.0, base - 2.0 + rng.normal(0, 0.2, RESAMPLES)), "ensemble": (71.0, base)})
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert result.verdict == CONTRADICTED
+
+
+def test_runs_whose_resamples_do_not_pair_are_inconclusive(tiny_params_dict):
+    files = files_of({"joint": (73.0, np.full(10, 73.0)), "ensemble": (71.0, np.full(10, 71.0))})
+    files["reports/metrics/bootstrap/ensemble.json"]["indices"] = "other-indices"
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert result.verdict == INCONCLUSIVE and "do not pair" in result.note
+    files = files_of({"joint": (73.0, None), "ensemble": (71.0, np.full(10, 71.0))})
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert result.verdict == INCONCLUSIVE and "no bootstrap resamples for TNCSE" in result.note
+
+
+def test_a_trend_is_checked_as_its_order_claims(tiny_params_dict):
+    rng = np.random.default_rng(3)
+    shared = rng.normal(0.0, 1.0, RESAMPLES)
+    planted = {"joint": 75.0, "ensemble": 73.0, "pretrain-I": 71.0}
+    files = files_of({model: (avg, avg + shared + rng.normal(0, 0.2, RESAMPLES)) for model, avg in planted.items()})
+    subjects = [TNCSE, UNTRAINED, {"label": "Tower I", "model": "pretrain-I"}]
+    trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "metric": "avg", "paper": "…",
+             "shape": "decreasing", "subjects": subjects}
+    best = trend | {"id": "best", "shape": "first-best", "subjects": subjects[::-1]}
+    falls, first_best = evaluate(claims_file(trend, best), tiny_params_dict, files)
+    assert falls.verdict == HOLDS and [(p.better, p.worse) for p in falls.comparisons] == [
+        ("TNCSE", "untrained twin"), ("untrained twin", "Tower I")]
+    assert first_best.verdict == CONTRADICTED and len(first_best.comparisons) == 2
+
+
+# --- claims whose runs do not exist -------------------------------------------------------------------
+
+
+def test_a_claim_without_its_run_is_not_run_with_the_command(tiny_params_dict):
+    jtcse = {"label": "JTCSE", "model": "joint", "experiment": {"overrides": ["train.cael=6"]}}
+    files = files_of({"joint": (73.0, np.full(10, 73.0))})
+    (result,) = evaluate(claims_file(order_claim(better=jtcse, worse=TNCSE)), tiny_params_dict, files)
+    assert result.verdict == NOT_RUN
+    assert result.commands == ["dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6"]
+    assert "JTCSE: no finished experiment with train.cael=6" in result.note
+
+
+def test_the_sick_question_is_not_run_until_its_experiment_exists(tiny_params_dict):
+    committed = yaml.safe_load((REPO_ROOT / "claims.yaml").read_text())
+    sick = next(claim for claim in committed["claims"] if claim["id"] == "sick-not-needed-sick-r")
+    files = files_of({"joint": (73.0, np.full(10, 73.0))})
+    (result,) = evaluate(claims_file(sick), tiny_params_dict, files)
+    assert result.verdict == NOT_RUN
+    assert result.commands == [
+        "dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=0 -S data.add_sick=false"]
+    no_sick = Run("exp no-sick", tiny_params_dict | {"data": tiny_params_dict["data"] | {"add_sick": False}},
+                  files_of({"joint": (72.9, np.full(10, 72.9))}))
+    (result,) = evaluate(claims_file(sick), tiny_params_dict, files, runs=[no_sick])
+    assert result.verdict == HOLDS  # −0.1 on every resample, above the −0.5 margin
+    assert result.comparisons[0].difference == pytest.approx(-0.1)
+
+
+# --- value claims -------------------------------------------------------------------------------------
+
+
+def test_a_value_claim_compares_at_its_scale_only(tiny_params_dict, paper_params):
+    files = {"reports/metrics/details/joint.json": details(79.30, (78.9, 79.7))}
+    (at_paper,) = evaluate(claims_file(value_claim()), paper_params, files)
+    assert (at_paper.verdict, at_paper.ours, at_paper.paper, at_paper.interval) == (REPRODUCED, 79.30, 79.58, (78.9, 79.7))
+    assert at_paper.epsilon == 0.5 and at_paper.epsilon_reason == "stated default"
+    (at_tiny,) = evaluate(claims_file(value_claim()), tiny_params_dict, files)
+    assert at_tiny.verdict == OTHER_SCALE and at_tiny.ours == 79.30
+
+
+def test_a_value_claim_on_a_model_with_seed_runs_uses_them(paper_params):
+    averages = {1: 78.0, 2: 78.6, 3: 79.2}
+    runs = [Run(f"exp seed-{seed}", paper_params | {"seed": seed}, {"reports/metrics/details/joint.json": details(avg)})
+            for seed, avg in averages.items()]
+    files = {"reports/metrics/details/joint.json": details(70.0)}
+    (result,) = evaluate(claims_file(value_claim(seeds="seeds-tncse")), paper_params, files, runs)
+    std = float(np.std(list(averages.values()), ddof=1))
+    assert result.ours == pytest.approx(78.6) and result.epsilon == pytest.approx(std)
+    assert "3 seed runs" in result.epsilon_reason and "seeds-tncse" in result.run
+    assert result.interval == pytest.approx(seed_interval(78.6, std, 3))
+    assert result.verdict == INCONCLUSIVE  # 78.6 is 0.98 under 79.58, ε = 0.6; the t interval reaches the band
+
+
+# --- spec errors --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "claim, expected",
+    [
+        (order_claim(better=TNCSE | {"model": "tower"}), "claims.0.order.better.model"),
+        (order_claim(metric="STS99.all"), "claims.0.order.metric"),
+        (order_claim(kind="ranking"), "claims.0: Input tag 'ranking'"),
+        (value_claim(row="TNCSE-XL"), "claims.0 (tncse-bert-avg): row 'TNCSE-XL' is not in table tncse-sts-bert"),
+        (order_claim(better=TNCSE | {"experiment": {"overrides": ["train.cale=6"]}}), "unknown setting 'train.cale'"),
+        (order_claim(margin=-0.5), "margin_reason"),
+    ],
+)
+def test_a_bad_claim_spec_is_one_line(claim, expected, tiny_params_dict):
+    with pytest.raises(PipelineError) as caught:
+        parse_claims(claims_file(claim), TABLES, tiny_params_dict)
+    assert expected in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_bad_claim_spec_stops_the_report_stage_with_exit_2(tmp_path, monkeypatch, capsys, tiny_params_dict):
+    from stages.report import command
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params_dict))
+    (tmp_path / "tables.yaml").write_text((REPO_ROOT / "tables.yaml").read_text())
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump(claims_file(order_claim(better=TNCSE | {"model": "tower"}))))
+    with pytest.raises(typer.Exit) as caught:
+        command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"),
+                queue=None, run=False)
+    assert caught.value.exit_code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: invalid claims.yaml: claims.0.order.better.model")
+    assert not (tmp_path / "reports").exists()  # nothing half-written
+
+
+def test_the_committed_claims_load_and_cover_the_papers(tiny_params_dict):
+    raw = yaml.safe_load((REPO_ROOT / "claims.yaml").read_text())
+    claims = parse_claims(raw, TABLES, tiny_params_dict)
+    ids = {claim.id for claim in claims.claims}
+    for wanted in ("tncse-bert-avg", "tncse-roberta-avg", "jtcse-bert-avg", "jtcse-roberta-avg", "towers-untrained-tncse",
+                   "jtcse-beats-tncse-bert", "tncse-d-keeps-twin", "tncse-uc-beats-twin", "tncse-loss-ablation",
+                   "jtcse-loss-ablation", "jtcse-cael-best", "layernorm-tncse-falls", "gs-infonce-beats-infonce-bert",
+                   "simcse-bert-avg", "sick-not-needed-sick-r"):
+        assert wanted in ids, wanted
+    seeds = REPO_ROOT.parent / "shared"
+    for claim in claims.claims:
+        assert (seeds / claim.source.file).is_file(), claim.source.file
+        if claim.kind == "value":  # the quoted cell is the number tables.yaml holds
+            paper = next(row for row in TABLES.tables[claim.table].rows if row.label == claim.row).paper[claim.column]
+            assert f"{paper:.2f}" in claim.source.quote, claim.id
+
+
+# --- REPRODUCTION.md and claims.json ------------------------------------------------------------------
+
+
+def test_reproduction_lists_every_claim_and_its_counts_equal_claims_json(tmp_path, tiny_params_dict):
+    raw = yaml.safe_load((REPO_ROOT / "claims.yaml").read_text())
+    claims = parse_claims(raw, TABLES, tiny_params_dict)
+    rng = np.random.default_rng(4)
+    files = files_of({model: (70.0 + offset, 70.0 + offset + rng.normal(0, 0.3, RESAMPLES))
+                      for offset, model in enumerate(["pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc"])})
+    verdicts = evaluate_claims(claims, TABLES, RunSource(Run("workspace", tiny_params_dict, files), lambda: ExperimentSearch([])))
+    page, counts = tmp_path / "REPRODUCTION.md", tmp_path / "claims.json"
+    write_reproduction(verdicts, claims, tiny_params_dict, {}, page, counts)
+    text, tally = page.read_text(), json.loads(counts.read_text())
+    assert text.splitlines()[2].startswith("**TINY SCALE, NOT A PAPER-SCALE RESULT**")
+    assert "environment not recorded" in text
+    for claim in claims.claims:
+        assert f"| {claim.id} |" in text
+    assert tally["claims"] == len(claims.claims) == sum(tally["verdicts"].values())
+    for verdict in VERDICTS:
+        assert f"- {verdict}: {tally['verdicts'][verdict_key(verdict)]}\n" in text
+    assert tally["verdicts"]["other_scale"] > 0 and tally["verdicts"]["not_run"] > 0  # value claims; JTCSE runs
+    assert "`dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6`" in text
+
+
+def test_the_environment_is_rendered_as_recorded(tmp_path, tiny_params_dict):
+    folder = tmp_path / "reports" / "training" / "details"
+    folder.mkdir(parents=True)
+    environment = {"gpu": {"name": "NVIDIA H100", "count": 1}, "torch": "2.5.1", "precision": "bf16"}
+    (folder / "joint.json").write_text(json.dumps({"steps": 12, "environment": environment}))
+    (folder / "pretrain-I.json").write_text(json.dumps({"steps": 20}))  # recorded nothing: left out
+    environments = recorded_environments(tmp_path)
+    assert environments == {"reports/training/details/joint.json": environment}
+    raw = claims_file(order_claim())
+    claims = parse_claims(raw, TABLES, tiny_params_dict)
+    verdicts = evaluate_claims(claims, TABLES, RunSource(Run("workspace", tiny_params_dict, {}), lambda: ExperimentSearch([])))
+    write_reproduction(verdicts, claims, tiny_params_dict, environments, tmp_path / "R.md", tmp_path / "c.json")
+    text = (tmp_path / "R.md").read_text()
+    assert "- gpu.name: NVIDIA H100\n- gpu.count: 1\n- torch: 2.5.1\n- precision: bf16" in text
+    assert "environment not recorded" not in text
