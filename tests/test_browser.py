@@ -26,6 +26,8 @@ import pytest
 import yaml
 
 from pipeline.reporting.figures import FIGURES
+from pipeline.reporting.report import figure_files
+from pipeline.reporting.spec import load_tables
 
 from conftest import REPO_ROOT
 
@@ -176,7 +178,8 @@ def screenshot(tools: DevTools, path: Path) -> np.ndarray:
 
 
 def test_dvc_plots_page_shows_every_figure_offline(tmp_path):
-    missing = [name for name in FIGURES if not (REPO_ROOT / "reports" / "figures" / name).is_file()]
+    figures = [*FIGURES, *figure_files(load_tables(REPO_ROOT / "tables.yaml"))]
+    missing = [name for name in figures if not (REPO_ROOT / "reports" / "figures" / name).is_file()]
     assert not missing, f"reports/figures/ lacks {', '.join(missing)}; run `dvc repro` before the browser test"
     page = render_plots(tmp_path / "plots")
     process, tools = open_offline(page, tmp_path / "profile")
@@ -189,7 +192,7 @@ def test_dvc_plots_page_shows_every_figure_offline(tmp_path):
 
     shown = {Path(image["src"]).name: image for image in images}
     print(f"{len(images)} images on the page; screenshot {SCREENSHOT_DIR / 'plots.png'} ({pixels.shape[1]}x{pixels.shape[0]})")
-    for name in FIGURES:
+    for name in figures:
         matches = [image for src, image in shown.items() if name.removesuffix(".png") in src]
         assert matches, f"{name} is not an <img> of the dvc plots page; images: {sorted(shown)}"
     broken = [image["src"] for image in images if not (image["complete"] and image["width"] > 0)]

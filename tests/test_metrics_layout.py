@@ -22,6 +22,7 @@ import yaml
 from pipeline.config import STS_TASKS
 from pipeline.evaluation.sts import headline_scores, reported_score
 from pipeline.reporting.figures import FIGURES, TRAINING_FIGURES, training_figures
+from pipeline.reporting.report import figure_files
 from pipeline.reporting.runs import experiment_runs, revision_files, workspace_run
 from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource, build_table
@@ -172,11 +173,19 @@ def test_dvc_metrics_are_the_headline_files_only():
     assert dvc_sections(REPO_ROOT / "bench" / "dvc.yaml")["metrics"] == []  # the timings are a plain output
 
 
-def test_every_figure_is_an_image_plot():
+def every_figure() -> list[str]:
+    """Every PNG the stages draw: the analyze and training figures, then the report's table figures."""
+    return [*FIGURES, *figure_files(load_tables(REPO_ROOT / "tables.yaml"))]
+
+
+def test_every_figure_is_an_image_plot_in_one_folder():
     plots = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["plots"]
     images = [entry for entry in plots if isinstance(entry, str)]
-    assert images == [f"reports/figures/{name}" for name in FIGURES]
+    assert images == [f"reports/figures/{name}" for name in every_figure()]
     assert len(plots) > len(images)  # the Vega plots stay beside them
+    report_outs = [next(iter(entry)) for entry in yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]["report"]["outs"]]
+    for name in figure_files(load_tables(REPO_ROOT / "tables.yaml")):
+        assert f"reports/figures/{name}" in report_outs, name
 
 
 # ----------------------------------------------------------------------------- figures

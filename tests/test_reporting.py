@@ -249,13 +249,16 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     (tmp_path / "reports" / "metrics" / "joint.json").write_text(json.dumps(metrics(70.0)))
     (tmp_path / "reports" / "tables").mkdir()
     (tmp_path / "reports" / "tables" / "dropped-table.md").write_text("stale")
+    (tmp_path / "reports" / "tables" / "layernorm-tncse.png").write_bytes(b"\x89PNG")  # from before figures/
     monkeypatch.setattr("pipeline.reporting.runs.search_experiments", lambda commits: ExperimentSearch([]))
 
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue=None, run=False)
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
+    assert written == expected | {"README.md"}  # the stale table and the old figure are gone
     figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
-    assert written == expected | figures | {"README.md"}  # and the stale table is gone
+    drawn = {path.name for path in (tmp_path / "reports" / "figures").iterdir()}
+    assert drawn == figures | {"training_loss.png", "training_dev.png"}  # every figure in one folder
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
     assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in capsys.readouterr().out
 
