@@ -2,15 +2,18 @@
 
 Reads tables.yaml, params.yaml (the scale), reports/metrics/*.json and details/*.json,
 reports/analysis/*.json and, for rows that are DVC experiments, `dvc exp show --json` (their details
-and analysis files from git); writes reports/tables/<id>.md, .csv, .tex and README.md, and the
-training curves reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv). `--queue <table>` prints the `dvc exp run --queue` commands of that table's
+and analysis files from git); writes reports/tables/<id>.md, .csv, .tex, README.md and
+experiments.md (every run: its changed settings and each model's 7-STS average), the table figures
+and the loss surface (reports/figures/<id>.png, tensor_norm_surface.png) and the training curves
+reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv).
+`--queue <table>` prints the `dvc exp run --queue` commands of that table's
 missing experiments (`--run` queues them)."""
 
 from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
+from pipeline.config import load_params, read_yaml_file
 from stages.common import ParamsOption, stage, summary
 
 NAME = "report"
@@ -24,6 +27,7 @@ def command(
     run: bool = typer.Option(False, "--run", help="with --queue: queue them now"),
 ) -> None:
     from pipeline.errors import PipelineError
+    from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.report import TABLES, summary_line, write_tables, write_training_figures
     from pipeline.reporting.runs import run_queue_command, search_experiments, workspace_run
     from pipeline.reporting.spec import load_tables
@@ -38,7 +42,9 @@ def command(
     if queue is None:
         built = build_tables(tables, source)
         write_training_figures()
-        write_tables(built, TABLES)
+        found = source.experiments
+        baseline = read_yaml_file(params, "run from the project root")  # as written, like each experiment's
+        write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
         summary(NAME, summary_line(built, TABLES))
         return
 

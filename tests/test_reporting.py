@@ -236,6 +236,43 @@ def test_committed_specs_name_only_known_settings():
     check_override_keys(TABLES, yaml.safe_load((REPO_ROOT / "params.yaml").read_text()))
 
 
+# --- the runs side by side (experiments.md) ------------------------------------------------------
+
+
+def test_experiments_table_shows_each_runs_changed_settings_beside_the_headline(tiny_params_dict):
+    import copy
+
+    from pipeline.reporting.experiments import experiments_table
+
+    baseline = copy.deepcopy(tiny_params_dict)
+    workspace = Run("workspace", {"parsed": "settings"}, {"reports/metrics/joint.json": metrics(70.0),
+                                                          "reports/metrics/backbone.json": metrics(60.0)})
+    cael = copy.deepcopy(baseline)
+    cael["train"]["cael"], cael["seed"] = 2, baseline["seed"] + 1
+    older = copy.deepcopy(baseline)
+    del older["train"]["drop_layernorm"]  # recorded before the setting existed: it ran at the default, 0
+    runs = [Run("exp cael-2", cael, {"reports/metrics/joint.json": metrics(72.5)}), Run("commit abc1234", older, {})]
+
+    text = experiments_table(workspace, baseline, runs)
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert [cell.strip() for cell in lines[0].strip("|").split("|")] == [
+        "Run", "Changed settings (vs the workspace)", "joint", "backbone"]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]  # lines[0]: the header
+    assert cells[0] == ["workspace", "—", "73.00", "63.00"]
+    assert cells[1] == ["exp cael-2", f"`seed={baseline['seed'] + 1}`, `train.cael=2`", "75.50", "—"]
+    assert cells[2] == ["commit abc1234", "—", "—", "—"]  # drop_layernorm at its default is no change
+    assert "dvc exp show --only-changed" in text
+
+    assert "Experiments could not be listed: no git here." in experiments_table(workspace, baseline, [], "no git here")
+
+
+def test_a_setting_a_run_lacks_without_a_default_reads_unset():
+    from pipeline.reporting.experiments import changed_settings
+
+    assert changed_settings({"a": {"b": 1}}, {"a": {"b": 1.0, "c": "x"}, "eval": {"max_pairs": 300}}) == {
+        "a.c": "(unset)", "eval.max_pairs": None}  # eval.max_pairs defaults to None (all pairs)
+
+
 # --- the stage ----------------------------------------------------------------------------------
 
 
@@ -255,7 +292,9 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), queue=None, run=False)
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
-    assert written == expected | {"README.md"}  # the stale table and the old figure are gone
+    assert written == expected | {"README.md", "experiments.md"}  # the stale table and the old figure are gone
+    assert "| workspace " in (tmp_path / "reports" / "tables" / "experiments.md").read_text()
+    assert "[experiments.md](experiments.md)" in (tmp_path / "reports" / "tables" / "README.md").read_text()
     figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
     drawn = {path.name for path in (tmp_path / "reports" / "figures").iterdir()}
     assert drawn == figures | {"training_loss.png", "training_dev.png"}  # every figure in one folder

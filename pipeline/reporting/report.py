@@ -10,6 +10,7 @@ import numpy as np
 
 from pipeline.io import atomic_path, write_text_atomic
 from pipeline.paths import FIGURES, TABLES, TRAINING_REPORTS
+from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.render import index, latex, markdown, numbers
 from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
@@ -21,10 +22,14 @@ SURFACE_FILE = "tensor_norm_surface.png"
 SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t = cos γ (TNCSE Figure 2, JTCSE Fig. 3)"
 
 
-def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
+def write_tables(tables: list[Table], folder: Path = TABLES, experiments: str | None = None) -> list[Path]:
     """Each table as .md, .csv and .tex plus README.md; the table figures and the loss surface in
-    the figures folder beside it (`write_figures`); files of tables no longer in the spec go."""
+    the figures folder beside it (`write_figures`); `experiments` (the Markdown of
+    `experiments.experiments_table`) as experiments.md; files of tables no longer in the spec go."""
     written = []
+    if experiments is not None:
+        written.append(folder / EXPERIMENTS_FILE)
+        write_text_atomic(written[-1], experiments)
     for table in tables:
         for suffix, text in (
             (".md", markdown(table)),
@@ -46,7 +51,11 @@ def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
         written.append(path)
         figures[Path("..", FIGURES.name, path.name).as_posix()] = caption
     readme = folder / "README.md"
-    write_text_atomic(readme, index(tables, figures))
+    runs_line = (
+        f"\nEvery run side by side (changed settings, each model's 7-STS average): [{EXPERIMENTS_FILE}]({EXPERIMENTS_FILE}).\n"
+        if experiments is not None else ""
+    )
+    write_text_atomic(readme, index(tables, figures) + runs_line)
     written.append(readme)
     for stale in folder.iterdir():
         if stale.suffix in TABLE_SUFFIXES and stale not in written:
