@@ -80,6 +80,7 @@ def test_tiny_scale_tables_say_so_in_their_first_line():
     first_line = markdown(table).splitlines()[0]
     assert "TINY SCALE" in first_line and "NOT A PAPER-SCALE RESULT" in first_line
     assert "minilm stands in for BERT-base" in first_line
+    assert "already a trained sentence embedder (all-MiniLM-L6-v2): its untrained rows score high" in first_line
     assert r"\caption{TINY SCALE, NOT A PAPER-SCALE RESULT" in latex(table)
     assert set(numbers(table)["scale"]) == {"tiny"}
 
@@ -129,6 +130,7 @@ def test_paper_scale_rows_of_another_backbone_are_queued_with_the_papers_setting
     params["backbone"] = params["backbone"] | {"name": "bert", "num_layers": 12}
     table = build_table(TABLES, "jtcse-sts-roberta", source_with({"joint": metrics(70.0)}, params))
     assert table.scale_line.startswith("Paper scale: RoBERTa-base")
+    assert "trained sentence embedder" not in table.scale_line  # BERT is not one
     assert not row_of(table, "TNCSE").present  # the workspace is BERT
     assert row_of(table, "JTCSE").command == (
         "dvc exp run --queue -S scale=paper -S backbone=roberta -S train.cael=6"  # JTCSE lr: train.jtcse_lr of the preset
