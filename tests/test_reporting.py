@@ -268,11 +268,14 @@ def test_experiments_table_shows_each_runs_changed_settings_beside_the_headline(
     assert "Experiments could not be listed: no git here." in experiments_table(workspace, baseline, [], "no git here")
 
 
-def test_a_setting_a_run_lacks_without_a_default_reads_unset():
+def test_a_setting_a_run_lacks_counts_at_its_default_or_not_at_all():
     from pipeline.reporting.experiments import changed_settings
 
-    assert changed_settings({"a": {"b": 1}}, {"a": {"b": 1.0, "c": "x"}, "eval": {"max_pairs": 300}}) == {
-        "a.c": "(unset)", "eval.max_pairs": None}  # eval.max_pairs defaults to None (all pairs)
+    baseline = {"a": {"b": 1.0, "c": "x"}, "eval": {"max_pairs": 300}, "train": {"cael": 0}}
+    run = {"a": {"b": 1}, "train": {"cael": 0, "gone": True}}
+    # eval.max_pairs defaults to None (all pairs); a.c and train.gone have no default: not comparable
+    assert changed_settings(run, baseline) == {"eval.max_pairs": None}
+    assert changed_settings({**run, "train": {"cael": 2}}, baseline) == {"train.cael": 2, "eval.max_pairs": None}
 
 
 # --- the stage ----------------------------------------------------------------------------------

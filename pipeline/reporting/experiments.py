@@ -22,7 +22,7 @@ from pipeline.reporting.runs import Run, same_setting
 EXPERIMENTS_FILE = "experiments.md"
 HEADLINE = "avg"
 SHOWN_VALUE_CHARACTERS = 60  # a changed list of settings is cut here; params.yaml has it whole
-_UNSET = "(unset)"
+_UNKNOWN = object()  # a setting a run lacks that has no default
 
 
 def flat_settings(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,19 +42,21 @@ def flat_settings(params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def changed_settings(params: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings whose value in `params` differs from `baseline`'s, in the baseline's order."""
+    """The settings whose value in `params` differs from `baseline`'s, in the baseline's order. A
+    setting one side lacks counts at its default; one without a default (inside a mapping such as
+    `models.<name>`) cannot be compared and is left out."""
     ours, theirs = flat_settings(params), flat_settings(baseline)
 
     def value(flat: dict[str, Any], key: str) -> Any:
         if key in flat:
             return flat[key]
         known, default = setting_default(key)
-        return flat_settings({"v": default})["v"] if known else _UNSET
+        return flat_settings({"v": default})["v"] if known else _UNKNOWN
 
     changed = {}
     for key in dict.fromkeys([*theirs, *ours]):
-        mine = value(ours, key)
-        if not same_setting(mine, value(theirs, key)):
+        mine, base = value(ours, key), value(theirs, key)
+        if mine is not _UNKNOWN and base is not _UNKNOWN and not same_setting(mine, base):
             changed[key] = mine
     return changed
 
