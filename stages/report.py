@@ -2,8 +2,10 @@
 
 Reads tables.yaml, params.yaml (the scale), reports/metrics/*.json and details/*.json,
 reports/analysis/*.json and, for rows that are DVC experiments, `dvc exp show --json` (their details
-and analysis files from git); writes reports/tables/<id>.md, .csv, .tex and README.md, and the
-training curves reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv).
+and analysis files from git); writes reports/tables/<id>.md, .csv, .tex, README.md and
+experiments.md (every run: its changed settings and each model's 7-STS average), the table figures
+and the loss surface (reports/figures/<id>.png, tensor_norm_surface.png) and the training curves
+reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv).
 Checks the papers' claims of claims.yaml against the same runs: reports/REPRODUCTION.md and the
 verdict counts reports/claims.json. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
 missing experiments (`--run` queues them)."""
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
+from pipeline.config import load_params, read_yaml_file
 from stages.common import ParamsOption, stage, summary
 
 NAME = "report"
@@ -28,6 +30,7 @@ def command(
 ) -> None:
     from pipeline.errors import PipelineError
     from pipeline.reporting.claims import evaluate_claims, load_claims
+    from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
     from pipeline.reporting.runs import recorded_environments, run_queue_command, search_experiments, workspace_run
     from pipeline.reporting.spec import load_tables
@@ -44,7 +47,9 @@ def command(
         built = build_tables(tables, source)
         verdicts = evaluate_claims(claims, tables, source)
         write_training_figures()
-        write_tables(built, TABLES)
+        found = source.experiments
+        baseline = read_yaml_file(params, "run from the project root")  # as written, like each experiment's
+        write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
         claims_line = write_reproduction(verdicts, claims, workspace_params, recorded_environments())
         summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")
         return

@@ -350,12 +350,13 @@ def test_the_study_tables_render_our_rows_beside_the_papers_and_draw_their_figur
     text = markdown(table)
     assert "14.00 | — | —" in text.replace("\\|", "|") and "between 14 and 16" in text
 
-    written = write_tables([table, build_table(tables, "layernorm-jtcse", source)], tmp_path)
-    names = {path.name for path in written}
-    assert {"layernorm-tncse.png", "layernorm-jtcse.png", "tensor_norm_surface.png"} <= names
-    assert (tmp_path / "layernorm-tncse.png").read_bytes().startswith(b"\x89PNG")
-    readme = (tmp_path / "README.md").read_text()
-    assert "[layernorm-tncse.png](layernorm-tncse.png)" in readme and "[tensor_norm_surface.png]" in readme
+    written = write_tables([table, build_table(tables, "layernorm-jtcse", source)], tmp_path / "tables")
+    figures = {path.relative_to(tmp_path).as_posix() for path in written if path.suffix == ".png"}
+    assert figures == {"figures/layernorm-tncse.png", "figures/layernorm-jtcse.png", "figures/tensor_norm_surface.png"}
+    assert (tmp_path / "figures" / "layernorm-tncse.png").read_bytes().startswith(b"\x89PNG")
+    readme = (tmp_path / "tables" / "README.md").read_text()
+    assert "[layernorm-tncse.png](../figures/layernorm-tncse.png)" in readme
+    assert "[tensor_norm_surface.png](../figures/tensor_norm_surface.png)" in readme
 
 
 def test_a_figure_must_draw_columns_of_its_table():

@@ -22,6 +22,7 @@ import yaml
 from pipeline.config import STS_TASKS
 from pipeline.evaluation.sts import headline_scores, reported_score
 from pipeline.reporting.figures import FIGURES, TRAINING_FIGURES, training_figures
+from pipeline.reporting.report import figure_files
 from pipeline.reporting.runs import experiment_runs, revision_files, workspace_run
 from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource, build_table
@@ -172,11 +173,19 @@ def test_dvc_metrics_are_the_headline_files_only():
     assert dvc_sections(REPO_ROOT / "bench" / "dvc.yaml")["metrics"] == []  # the timings are a plain output
 
 
-def test_every_figure_is_an_image_plot():
+def every_figure() -> list[str]:
+    """Every PNG the stages draw: the analyze and training figures, then the report's table figures."""
+    return [*FIGURES, *figure_files(load_tables(REPO_ROOT / "tables.yaml"))]
+
+
+def test_every_figure_is_an_image_plot_in_one_folder():
     plots = yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["plots"]
     images = [entry for entry in plots if isinstance(entry, str)]
-    assert images == [f"reports/figures/{name}" for name in FIGURES]
+    assert images == [f"reports/figures/{name}" for name in every_figure()]
     assert len(plots) > len(images)  # the Vega plots stay beside them
+    report_outs = [next(iter(entry)) for entry in yaml.safe_load((REPO_ROOT / "dvc.yaml").read_text())["stages"]["report"]["outs"]]
+    for name in figure_files(load_tables(REPO_ROOT / "tables.yaml")):
+        assert f"reports/figures/{name}" in report_outs, name
 
 
 # ----------------------------------------------------------------------------- figures
@@ -198,3 +207,65 @@ def test_training_figures_draw_one_line_per_stage(tmp_path):
     for png in figures.values():
         assert png.startswith(b"\x89PNG") and colours(png) > 10
     assert training_figures(tmp_path) == figures  # same numbers, same bytes
+
+
+def colour_bars(figure) -> int:
+    return sum(axis.get_label() == "<colorbar>" for axis in figure.axes)
+
+
+def labels(ticks) -> list[str]:
+    return [tick.get_text() for tick in ticks]
+
+
+def attention_of(tokens: list[str], layers: int, seed: int) -> dict:
+    weights = np.random.default_rng(seed).random((layers, len(tokens), len(tokens)))
+    return {"tokens": tokens, "layers": (weights / weights.sum(-1, keepdims=True)).tolist()}
+
+
+def test_attention_maps_carry_one_colour_bar_and_token_labels_on_the_outer_panels():
+    from matplotlib import pyplot as plt
+
+    from pipeline.reporting.figures import TOKEN_FONT_SIZE, attention_map_plot, attention_sink_plot
+
+    tokens = ["[CLS]", "the", "cat", "sleeps", ".", "[SEP]"]
+    maps = {"backbone": attention_of(tokens, 2, 0), "joint": attention_of(tokens, 2, 1)}
+    figure = attention_map_plot(maps)
+    assert colour_bars(figure) == 1
+    panels = [axis for axis in figure.axes if axis.get_label() != "<colorbar>"]  # row by row
+    bottom_left, bottom_right, top_right = panels[2], panels[3], panels[1]
+    assert labels(bottom_left.get_xticklabels()) == tokens and labels(bottom_right.get_xticklabels()) == tokens
+    assert all(tick.get_rotation() == 90 and tick.get_fontsize() >= TOKEN_FONT_SIZE >= 6 for tick in bottom_left.get_xticklabels())
+    assert labels(bottom_left.get_yticklabels()) == tokens
+    assert not any(labels(top_right.get_xticklabels())) and not any(labels(bottom_right.get_yticklabels()))
+    plt.close(figure)
+
+    sink = attention_sink_plot(maps)
+    assert colour_bars(sink) == 1
+    assert all(labels(axis.get_xticklabels()) == tokens for axis in sink.axes if axis.get_label() != "<colorbar>")
+    plt.close(sink)
+
+
+def test_a_long_sentence_labels_at_most_the_legible_number_of_tokens():
+    from matplotlib import pyplot as plt
+
+    from pipeline.reporting.figures import MAX_TOKEN_LABELS, attention_map_plot
+
+    tokens = [f"w{index}" for index in range(3 * MAX_TOKEN_LABELS + 1)]
+    figure = attention_map_plot({"backbone": attention_of(tokens, 1, 0)})
+    shown = labels(figure.axes[0].get_xticklabels())
+    assert 0 < len(shown) <= MAX_TOKEN_LABELS and shown[:2] == ["w0", "w4"]  # every 4th token
+    plt.close(figure)
+
+
+def test_the_cosine_grid_carries_a_colour_bar_bin_labels_and_its_shares():
+    from matplotlib import pyplot as plt
+
+    from pipeline.reporting.figures import cosine_grid_plot
+
+    bins = ["0-0.5", "0.5-1"]
+    figure = cosine_grid_plot({"backbone": {"0-1": [0.75, 0.25], "1-2": [0.1, 0.9]}}, bins)
+    assert colour_bars(figure) == 1
+    panel = figure.axes[0]
+    assert labels(panel.get_xticklabels()) == bins and labels(panel.get_yticklabels()) == ["0-1", "1-2"]
+    assert sorted(text.get_text() for text in panel.texts) == ["0.10", "0.25", "0.75", "0.90"]
+    plt.close(figure)

@@ -81,6 +81,7 @@ def test_tiny_scale_tables_say_so_in_their_first_line():
     first_line = markdown(table).splitlines()[0]
     assert "TINY SCALE" in first_line and "NOT A PAPER-SCALE RESULT" in first_line
     assert "minilm stands in for BERT-base" in first_line
+    assert "already a trained sentence embedder (all-MiniLM-L6-v2): its untrained rows score high" in first_line
     assert r"\caption{TINY SCALE, NOT A PAPER-SCALE RESULT" in latex(table)
     assert set(numbers(table)["scale"]) == {"tiny"}
 
@@ -130,6 +131,7 @@ def test_paper_scale_rows_of_another_backbone_are_queued_with_the_papers_setting
     params["backbone"] = params["backbone"] | {"name": "bert", "num_layers": 12}
     table = build_table(TABLES, "jtcse-sts-roberta", source_with({"joint": metrics(70.0)}, params))
     assert table.scale_line.startswith("Paper scale: RoBERTa-base")
+    assert "trained sentence embedder" not in table.scale_line  # BERT is not one
     assert not row_of(table, "TNCSE").present  # the workspace is BERT
     assert row_of(table, "JTCSE").command == (
         "dvc exp run --queue -S scale=paper -S backbone=roberta -S train.cael=6"  # JTCSE lr: train.jtcse_lr of the preset
@@ -265,6 +267,46 @@ def test_committed_specs_name_only_known_settings():
     check_override_keys(TABLES, yaml.safe_load((REPO_ROOT / "params.yaml").read_text()))
 
 
+# --- the runs side by side (experiments.md) ------------------------------------------------------
+
+
+def test_experiments_table_shows_each_runs_changed_settings_beside_the_headline(tiny_params_dict):
+    import copy
+
+    from pipeline.reporting.experiments import experiments_table
+
+    baseline = copy.deepcopy(tiny_params_dict)
+    workspace = Run("workspace", {"parsed": "settings"}, {"reports/metrics/joint.json": metrics(70.0),
+                                                          "reports/metrics/backbone.json": metrics(60.0)})
+    cael = copy.deepcopy(baseline)
+    cael["train"]["cael"], cael["seed"] = 2, baseline["seed"] + 1
+    older = copy.deepcopy(baseline)
+    del older["train"]["drop_layernorm"]  # recorded before the setting existed: it ran at the default, 0
+    runs = [Run("exp cael-2", cael, {"reports/metrics/joint.json": metrics(72.5)}), Run("commit abc1234", older, {})]
+
+    text = experiments_table(workspace, baseline, runs)
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert [cell.strip() for cell in lines[0].strip("|").split("|")] == [
+        "Run", "Changed settings (vs the workspace)", "joint", "backbone"]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]  # lines[0]: the header
+    assert cells[0] == ["workspace", "—", "73.00", "63.00"]
+    assert cells[1] == ["exp cael-2", f"`seed={baseline['seed'] + 1}`, `train.cael=2`", "75.50", "—"]
+    assert cells[2] == ["commit abc1234", "—", "—", "—"]  # drop_layernorm at its default is no change
+    assert "dvc exp show --only-changed" in text
+
+    assert "Experiments could not be listed: no git here." in experiments_table(workspace, baseline, [], "no git here")
+
+
+def test_a_setting_a_run_lacks_counts_at_its_default_or_not_at_all():
+    from pipeline.reporting.experiments import changed_settings
+
+    baseline = {"a": {"b": 1.0, "c": "x"}, "eval": {"max_pairs": 300}, "train": {"cael": 0}}
+    run = {"a": {"b": 1}, "train": {"cael": 0, "gone": True}}
+    # eval.max_pairs defaults to None (all pairs); a.c and train.gone have no default: not comparable
+    assert changed_settings(run, baseline) == {"eval.max_pairs": None}
+    assert changed_settings({**run, "train": {"cael": 2}}, baseline) == {"train.cael": 2, "eval.max_pairs": None}
+
+
 # --- the stage ----------------------------------------------------------------------------------
 
 
@@ -279,13 +321,18 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     (tmp_path / "reports" / "metrics" / "joint.json").write_text(json.dumps(metrics(70.0)))
     (tmp_path / "reports" / "tables").mkdir()
     (tmp_path / "reports" / "tables" / "dropped-table.md").write_text("stale")
+    (tmp_path / "reports" / "tables" / "layernorm-tncse.png").write_bytes(b"\x89PNG")  # from before figures/
     monkeypatch.setattr("pipeline.reporting.runs.search_experiments", lambda commits: ExperimentSearch([]))
 
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue=None, run=False)
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
+    assert written == expected | {"README.md", "experiments.md"}  # the stale table and the old figure are gone
+    assert "| workspace " in (tmp_path / "reports" / "tables" / "experiments.md").read_text()
+    assert "[experiments.md](experiments.md)" in (tmp_path / "reports" / "tables" / "README.md").read_text()
     figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
-    assert written == expected | figures | {"README.md"}  # and the stale table is gone
+    drawn = {path.name for path in (tmp_path / "reports" / "figures").iterdir()}
+    assert drawn == figures | {"training_loss.png", "training_dev.png"}  # every figure in one folder
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
     out = capsys.readouterr().out
     assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in out

@@ -12,6 +12,8 @@ Drawn by the analyze stage (`analysis_figures`) from its results:
   0-1 … 4-5, columns the cosine bins 0-0.2 … 0.8-1.0, cells the share of the group's pairs.
 - `attention_map_figure`: JTCSE Fig. 9, a grid of head-averaged attention maps of one sentence,
   layers down, models across.
+The heat maps carry a colour bar and token labels of a legible size (`token_ticks`); each has a
+`*_plot` twin that returns the matplotlib figure (what the tests inspect).
 
 PNGs are written without the software-version metadata, so the same numbers give the same bytes.
 """
@@ -44,6 +46,9 @@ FIGURES = {
     "attention_maps.png": "Head-averaged attention maps of one sentence, layers × models (JTCSE Fig. 9)",
 }
 TRAINING_FIGURES = ("training_loss.png", "training_dev.png")
+# Heat maps over tokens: beyond this many tokens only every n-th is labelled, so labels stay legible.
+MAX_TOKEN_LABELS = 40
+TOKEN_FONT_SIZE = 7
 
 
 def _png(figure) -> bytes:
@@ -53,43 +58,73 @@ def _png(figure) -> bytes:
     return buffer.getvalue()
 
 
-def cosine_grid_figure(grids: Mapping[str, Mapping[str, Sequence[float]]], cosine_bins: Sequence[str]) -> bytes:
-    """`grids[model][gold group]` = the shares per cosine bin (JTCSE Fig. 5), one panel per model."""
+def cosine_grid_plot(grids: Mapping[str, Mapping[str, Sequence[float]]], cosine_bins: Sequence[str]):
+    """`grids[model][gold group]` = the shares per cosine bin (JTCSE Fig. 5), one panel per model,
+    each cell written out, one colour bar for all (shares 0 to 1)."""
     models = list(grids)
-    figure, axes = plt.subplots(1, len(models), figsize=(2.6 * len(models), 2.9), squeeze=False)
+    figure, axes = plt.subplots(1, len(models), figsize=(2.6 * len(models) + 1.0, 3.0), squeeze=False, layout="constrained")
     for axis, model in zip(axes[0], models):
         groups = list(grids[model])
-        axis.imshow([list(grids[model][group]) for group in groups], cmap="Blues", vmin=0, vmax=1, origin="lower")
+        shares = np.array([list(grids[model][group]) for group in groups], dtype=float)
+        image = axis.imshow(shares, cmap="Blues", vmin=0, vmax=1, origin="lower")
+        for (row, column), share in np.ndenumerate(shares):
+            axis.text(column, row, f"{share:.2f}", ha="center", va="center", fontsize=6,
+                      color="white" if share > 0.5 else "black")
         axis.set_title(model, fontsize=9)
-        axis.set_xticks(range(len(cosine_bins)), cosine_bins, rotation=60, fontsize=6)
+        axis.set_xticks(range(len(cosine_bins)), cosine_bins, rotation=45, ha="right", fontsize=7)
         axis.set_yticks(range(len(groups)), groups, fontsize=7)
-        axis.set_xlabel("cosine", fontsize=7)
-    axes[0][0].set_ylabel("gold group", fontsize=7)
-    figure.tight_layout()
-    return _png(figure)
+        axis.set_xlabel("cosine", fontsize=8)
+    axes[0][0].set_ylabel("gold group", fontsize=8)
+    figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="share of the gold group's pairs")
+    return figure
+
+
+def cosine_grid_figure(grids: Mapping[str, Mapping[str, Sequence[float]]], cosine_bins: Sequence[str]) -> bytes:
+    return _png(cosine_grid_plot(grids, cosine_bins))
+
+
+def token_ticks(axis, tokens: Sequence[str], x: bool, y: bool) -> None:
+    """Token labels on the axes asked for, at most MAX_TOKEN_LABELS of them (every n-th beyond
+    that), the x ones upright; the other axis gets ticks without labels."""
+    step = -(-len(tokens) // MAX_TOKEN_LABELS)
+    positions = range(0, len(tokens), step)
+    labels = [tokens[position] for position in positions]
+    axis.set_xticks(positions, labels if x else [], rotation=90, fontsize=TOKEN_FONT_SIZE)
+    axis.set_yticks(positions, labels if y else [], fontsize=TOKEN_FONT_SIZE)
+
+
+def attention_map_plot(maps: Mapping[str, Mapping[str, Any]]):
+    """`maps[model]` = `pipeline.analysis.attention_map` output; layers down, models across, one
+    colour scale for all panels (0 to the largest weight) with its bar. Token labels sit on the
+    bottom row (keys) and the first column (queries), and on any column whose tokens differ."""
+    models = list(maps)
+    layers = max(len(maps[model]["layers"]) for model in models)
+    longest = max(len(maps[model]["tokens"]) for model in models)
+    side = max(2.2, 0.14 * longest + 0.8)  # room for one legible label per token
+    top = max(float(np.max(matrix)) for model in models for matrix in maps[model]["layers"])
+    figure, axes = plt.subplots(layers, len(models), figsize=(side * len(models) + 1.2, side * layers), squeeze=False, layout="constrained")
+    first_tokens = maps[models[0]]["tokens"]
+    image = None
+    for column, model in enumerate(models):
+        tokens = maps[model]["tokens"]
+        drawn = len(maps[model]["layers"])
+        for row in range(layers):
+            axis = axes[row][column]
+            if row >= drawn:
+                axis.axis("off")
+                continue
+            image = axis.imshow(maps[model]["layers"][row], cmap="viridis", vmin=0, vmax=top)
+            token_ticks(axis, tokens, x=row == drawn - 1, y=column == 0 or tokens != first_tokens)
+            if row == 0:
+                axis.set_title(model, fontsize=9)
+            if column == 0:
+                axis.set_ylabel(f"layer {row + 1}", fontsize=8)
+    figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, label="attention (mean over heads)")
+    return figure
 
 
 def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
-    """`maps[model]` = `pipeline.analysis.attention_map` output; layers down, models across."""
-    models = list(maps)
-    layers = max(len(maps[model]["layers"]) for model in models)
-    figure, axes = plt.subplots(layers, len(models), figsize=(2.2 * len(models), 2.2 * layers), squeeze=False)
-    for column, model in enumerate(models):
-        tokens = maps[model]["tokens"]
-        for row in range(layers):
-            axis = axes[row][column]
-            if row >= len(maps[model]["layers"]):
-                axis.axis("off")
-                continue
-            axis.imshow(maps[model]["layers"][row], cmap="viridis", vmin=0)
-            axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=4)
-            axis.set_yticks(range(len(tokens)), tokens, fontsize=4)
-            if row == 0:
-                axis.set_title(model, fontsize=8)
-            if column == 0:
-                axis.set_ylabel(f"layer {row + 1}", fontsize=7)
-    figure.tight_layout()
-    return _png(figure)
+    return _png(attention_map_plot(maps))
 
 
 def _labelled_scatter(axis, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str]) -> None:
@@ -170,24 +205,27 @@ def norm_histogram_figure(rows: Sequence[Mapping[str, float]], towers: str) -> b
     return _png(figure)
 
 
-def attention_sink_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
+def attention_sink_plot(maps: Mapping[str, Mapping[str, Any]]):
     """The last layer of each model's `attention_map`: query rows, key columns, one panel per model."""
     models = list(maps)
     columns = min(4, len(models))
     rows = -(-len(models) // columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 3.4 * rows), squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(3.4 * columns + 1.0, 3.6 * rows), squeeze=False, layout="constrained")
     for axis in axes.flat[len(models):]:
         axis.axis("off")
     for axis, model in zip(axes.flat, models):
         tokens = maps[model]["tokens"]
         image = axis.imshow(maps[model]["layers"][-1], cmap="magma", vmin=0, vmax=1)
-        axis.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=5)
-        axis.set_yticks(range(len(tokens)), tokens, fontsize=5)
+        token_ticks(axis, tokens, x=True, y=True)
         axis.set_title(f"{model}, layer {len(maps[model]['layers'])}", fontsize=8)
-        axis.set_xlabel("key (attended to)", fontsize=6)
-        axis.set_ylabel("query", fontsize=6)
+        axis.set_xlabel("key (attended to)", fontsize=7)
+        axis.set_ylabel("query", fontsize=7)
     figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention")
-    return _png(figure)
+    return figure
+
+
+def attention_sink_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
+    return _png(attention_sink_plot(maps))
 
 
 def training_curve_figure(curves: Mapping[str, Any], column: str, label: str) -> bytes:

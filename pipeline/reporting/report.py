@@ -1,5 +1,6 @@
-"""The report: write every filled table as .md, .csv and .tex, the training figures, the index
-(with every figure drawn), the claims' verdicts (REPRODUCTION.md, claims.json) and a summary line."""
+"""The report: write every filled table as .md, .csv and .tex, the training figures, the table
+figures and the loss surface (all figures go to reports/figures/, beside the analyze stage's), the
+index (with every figure drawn), the claims' verdicts (REPRODUCTION.md, claims.json) and a summary line."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import numpy as np
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
 from pipeline.reporting.claims import ClaimsFile, Verdict, verdict_counts
+from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.render import index, latex, markdown, numbers, reproduction
+from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
 
+# what write_tables owns in the tables folder; a .png there is left from before figures moved to
+# reports/figures/, and goes
 TABLE_SUFFIXES = (".md", ".csv", ".tex", ".png")
 REPRODUCTION_FILE = REPORTS / "REPRODUCTION.md"
 CLAIMS_METRICS = REPORTS / "claims.json"  # the verdict counts: a headline DVC metric
@@ -20,9 +25,14 @@ SURFACE_FILE = "tensor_norm_surface.png"
 SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t = cos γ (TNCSE Figure 2, JTCSE Fig. 3)"
 
 
-def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
-    """Each table as .md, .csv and .tex plus README.md; files of tables no longer in the spec go."""
+def write_tables(tables: list[Table], folder: Path = TABLES, experiments: str | None = None) -> list[Path]:
+    """Each table as .md, .csv and .tex plus README.md; the table figures and the loss surface in
+    the figures folder beside it (`write_figures`); `experiments` (the Markdown of
+    `experiments.experiments_table`) as experiments.md; files of tables no longer in the spec go."""
     written = []
+    if experiments is not None:
+        written.append(folder / EXPERIMENTS_FILE)
+        write_text_atomic(written[-1], experiments)
     for table in tables:
         for suffix, text in (
             (".md", markdown(table)),
@@ -34,16 +44,21 @@ def write_tables(tables: list[Table], folder: Path = TABLES) -> list[Path]:
             written.append(path)
     from pipeline.reporting.figures import FIGURES as CAPTIONS
 
+    figures_folder = folder.parent / FIGURES.name
     figures = {
         Path("..", FIGURES.name, name).as_posix(): caption
         for name, caption in CAPTIONS.items()
-        if (folder.parent / FIGURES.name / name).is_file()
+        if (figures_folder / name).is_file()
     }
-    for path, caption in write_figures(tables, folder).items():
+    for path, caption in write_figures(tables, figures_folder).items():
         written.append(path)
-        figures[path.name] = caption
+        figures[Path("..", FIGURES.name, path.name).as_posix()] = caption
     readme = folder / "README.md"
-    write_text_atomic(readme, index(tables, figures))
+    runs_line = (
+        f"\nEvery run side by side (changed settings, each model's 7-STS average): [{EXPERIMENTS_FILE}]({EXPERIMENTS_FILE}).\n"
+        if experiments is not None else ""
+    )
+    write_text_atomic(readme, index(tables, figures) + runs_line)
     written.append(readme)
     for stale in folder.iterdir():
         if stale.suffix in TABLE_SUFFIXES and stale not in written:
@@ -69,7 +84,12 @@ def summary_line(tables: list[Table], folder: Path = TABLES) -> str:
     )
 
 
-def write_figures(tables: list[Table], folder: Path = TABLES) -> dict[Path, str]:
+def figure_files(tables: TablesFile) -> list[str]:
+    """The file names `write_figures` draws: `<id>.png` of each table with a figure, and the surface."""
+    return [f"{table_id}.png" for table_id, spec in tables.tables.items() if spec.figure is not None] + [SURFACE_FILE]
+
+
+def write_figures(tables: list[Table], folder: Path = FIGURES) -> dict[Path, str]:
     """The figure of each table that has one (`<id>.png`) and the loss surface; path → caption."""
     from pipeline.reporting import figures, surface
 
@@ -84,7 +104,9 @@ def write_figures(tables: list[Table], folder: Path = TABLES) -> dict[Path, str]
             ticks, column[spec.bars], column[spec.errors] if spec.errors else None, column[spec.line],
             (spec.bars, spec.line), f"{table.id} ({table.scale} scale)",
         )
-        written[_write_png(folder / f"{table.id}.png", image)] = f"{table.spec.caption} Drawn from [{table.id}]({table.id}.md)."
+        written[_write_png(folder / f"{table.id}.png", image)] = (
+            f"{table.spec.caption} Drawn from [{table.id}]({table.id}.md)."
+        )
     ks = np.linspace(*surface.SURFACE_K, surface.SURFACE_POINTS)
     ts = np.linspace(*surface.SURFACE_T, surface.SURFACE_POINTS)
     image = surface.tensor_norm_surface_figure(ks, ts, surface.tensor_norm_surface(ks, ts))

@@ -325,6 +325,12 @@ def _selected(params: dict[str, Any], key: str) -> Any:
     return value.get("name", _ABSENT) if isinstance(value, dict) else value
 
 
+def same_setting(wanted: Any, actual: Any) -> bool:
+    """Whether two values of a setting are equal the way a row's overrides are matched: numbers by
+    value (`1e-6` as text or float), booleans as booleans, lists element by element."""
+    return _same(wanted, actual)
+
+
 def _same(wanted: Any, actual: Any) -> bool:
     if isinstance(wanted, list) or isinstance(actual, list):
         return (

@@ -93,7 +93,7 @@ class TableSpec(Spec):
     overrides: list[str] = Field([], description="overrides every row's run must have (e.g. MTEB on)")
     rows: list[RowSpec] = Field(min_length=1)
     aggregate: AggregateSpec | None = None
-    figure: FigureSpec | None = Field(None, description="also draw the rows as reports/tables/<id>.png")
+    figure: FigureSpec | None = Field(None, description="also draw the rows as reports/figures/<id>.png")
     notes: list[str] = Field([], description="transcription notes printed under the table")
 
     @field_validator("overrides")
