@@ -21,6 +21,7 @@ REPORTS = Path("reports")
 TRAINING_REPORTS = REPORTS / "training"
 METRICS = REPORTS / "metrics"  # headline: `dvc metrics show` (7 task scores + avg per model; best dev + steps per training stage)
 METRICS_DETAILS = METRICS / "details"  # every number of the evaluate stage (subsets, "mean", MTEB): plain outs
+METRICS_BOOTSTRAP = METRICS / "bootstrap"  # every bootstrap resample's scores of a model (pipeline.evaluation.bootstrap): plain outs
 TRAINING_DETAILS = TRAINING_REPORTS / "details"  # every number of a training stage's summary
 FIGURES = REPORTS / "figures"  # the papers' figures as PNG (DVC image plots)
 ANALYSIS = REPORTS / "analysis"

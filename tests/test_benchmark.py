@@ -240,7 +240,7 @@ def test_evaluation_counts_the_tokens_each_batching_feeds(quick_run, backbone):
     params, results = quick_run
     evaluation = results["evaluation"]
     tokenizer = AutoTokenizer.from_pretrained(backbone)
-    sentences = [sentence for task in load_tasks(SENTEVAL, params.eval.tasks, QUICK.eval_max_pairs) for sentence in task.sentences]
+    sentences = [sentence for task in load_tasks(SENTEVAL, params.eval.tasks, QUICK.eval_max_pairs, seed=params.seed) for sentence in task.sentences]
     length = dict(zip(sentences, _token_count(tokenizer, sentences, params.eval.max_length)))
     unique = sorted(set(sentences), key=lambda sentence: (-length[sentence], sentence))  # the evaluator's order
     assert evaluation["evaluator"]["unique_sentences"] == len(unique)
