@@ -5,7 +5,7 @@ tower(s), the pooler its authors evaluate with, and the paper's (and the authors
 `score_catalogue` downloads each scoreable row through `huggingface_hub` (config, tokenizer and
 `model.safetensors` only: a pickle is never fetched, so never loaded), builds the row's
 `WeightedTowers` (single, twin h_I + h_II, or UC (1 − w)(h_I + h_II) + w·h_UC) and scores it with
-the project's one STS evaluator (`pipeline.evaluation.sts.evaluate_models`), with each score's
+the project's one STS evaluator (`pipeline.evaluation.sts`), with each score's
 bootstrap interval when `eval.bootstrap` is on (the evaluate stage's resamples: same seed, same pairs).
 
 - A row the hub does not serve (unknown id, missing file, no safetensors weights, no tokenizer) is
@@ -38,8 +38,8 @@ from pipeline.config import Params, describe_validation_error, read_yaml_file
 from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HUB_ID
-from pipeline.evaluation.bootstrap import Resamples, draw_resamples
-from pipeline.evaluation.sts import evaluate_models, load_tasks
+from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
+from pipeline.evaluation.sts import load_tasks, model_tables
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -268,8 +268,8 @@ def _score(key: str, row: Row, folders: list[str], params: Params, tasks, resamp
     borrowed = sorted({tower.tokenizer for tower in row.towers if tower.tokenizer})
     embedder_settings = f"{row.pooler}|{settings.max_length}" + (f"|tokenizers={','.join(borrowed)}" if borrowed else "")
     towers = weighted_towers(row, folders)
-    return evaluate_models({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings,
-                           resamples)[key]
+    table = model_tables({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings)[key]
+    return scores_with_intervals(table, tasks, resamples)[0]
 
 
 def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, cache_dir: Path,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.evaluation.sts import EmbeddingTable, StsTask, task_rng, task_similarities
+from pipeline.evaluation.sts import EmbeddingTable, StsTask, score_tasks, task_rng, task_similarities
 
 CONFIDENCE = 0.95
 BLOCK = 256  # resamples scored at once: a (BLOCK, pairs) float64 matrix per array (SICK-R: 10 MB)
@@ -160,3 +160,14 @@ def bootstrap_scores(table: EmbeddingTable, tasks: Sequence[StsTask], resamples:
         scores[task.name] = resampled_spearman(predicted, gold, positions)
     scores["avg"] = np.mean([scores[task.name] for task in tasks], axis=0)
     return BootstrapScores(resamples, scores)
+
+
+def scores_with_intervals(table: EmbeddingTable, tasks: Sequence[StsTask],
+                          resamples: Resamples | None) -> tuple[dict, BootstrapScores | None]:
+    """`score_tasks`' results, with "intervals" and "bootstrap" when there are `resamples`; and the
+    bootstrap scores (None without resamples)."""
+    results = score_tasks(table, tasks)
+    if resamples is None:
+        return results, None
+    scores = bootstrap_scores(table, tasks, resamples)
+    return results | scores.details(), scores

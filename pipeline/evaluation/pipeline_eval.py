@@ -18,9 +18,9 @@ from pathlib import Path
 from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
-from pipeline.evaluation.bootstrap import bootstrap_scores, draw_resamples, no_bootstrap_record
+from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import Embedder, evaluate_models, load_tasks, model_tables, score_tasks
+from pipeline.evaluation.sts import Embedder, load_tasks, model_tables
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.runtime import resolve_device
 
@@ -84,12 +84,9 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
         {name: towers}, tasks, make_embedder, settings.batch_size, paths.EMBEDDINGS_CACHE,
         embedder_settings=f"{settings.pooler}|{settings.max_length}|{settings.token_budget}",
     )[name]
-    results = score_tasks(table, tasks)
-    bootstrap = no_bootstrap_record(params.seed)
-    if settings.bootstrap:
-        scores = bootstrap_scores(table, tasks, draw_resamples(tasks, settings.bootstrap, params.seed))
-        results.update(scores.details())
-        bootstrap = scores.record()
+    resamples = draw_resamples(tasks, settings.bootstrap, params.seed) if settings.bootstrap else None
+    results, scores = scores_with_intervals(table, tasks, resamples)
+    bootstrap = scores.record() if scores is not None else no_bootstrap_record(params.seed)
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
     mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
     if suites:
@@ -117,5 +114,5 @@ def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pa
     def make_embedder(source: str) -> HFEmbedder:
         return HFEmbedder(source, pooler, max_length, batch_size, device, token_budget=token_budget)
 
-    resamples = draw_resamples(sts_tasks, bootstrap, seed) if bootstrap else None
-    return evaluate_models({"model": towers}, sts_tasks, make_embedder, batch_size, resamples=resamples)["model"]
+    table = model_tables({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]
+    return scores_with_intervals(table, sts_tasks, draw_resamples(sts_tasks, bootstrap, seed) if bootstrap else None)[0]

@@ -30,7 +30,6 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -41,9 +40,6 @@ from pipeline.config import STS_TASKS
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
 from pipeline.io import atomic_path, sha256_of
 from pipeline.models import WeightedTowers
-
-if TYPE_CHECKING:
-    from pipeline.evaluation.bootstrap import Resamples
 
 log = logging.getLogger(__name__)
 
@@ -306,18 +302,11 @@ def evaluate_models(
     batch_size: int = 64,
     cache_dir: Path | None = None,
     embedder_settings: str = "",
-    resamples: Resamples | None = None,
 ) -> dict[str, dict]:
-    """Scores of each named model (`score_tasks` on `model_tables`); with `resamples`, each model's
-    bootstrap intervals too ("intervals" and "bootstrap", pipeline.evaluation.bootstrap)."""
+    """Scores of each named model: `score_tasks` on its `model_tables` table (intervals:
+    pipeline.evaluation.bootstrap.scores_with_intervals on the same tables)."""
     tables = model_tables(models, tasks, make_embedder, batch_size, cache_dir, embedder_settings)
-    results = {name: score_tasks(table, tasks) for name, table in tables.items()}
-    if resamples is not None:
-        from pipeline.evaluation.bootstrap import bootstrap_scores  # it builds on this module
-
-        for name, table in tables.items():
-            results[name].update(bootstrap_scores(table, tasks, resamples).details())
-    return results
+    return {name: score_tasks(table, tasks) for name, table in tables.items()}
 
 
 def format_table(results: Mapping[str, object]) -> str:
