@@ -142,5 +142,5 @@ def format_summary_table(results: Mapping) -> str:
     translation figures."""
     rows = _grid_rows(results)
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows] if len(rows) > 1 else []
     return "\n".join(lines + _section_lines(results))
