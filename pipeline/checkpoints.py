@@ -5,7 +5,8 @@ tower(s), the pooler its authors evaluate with, and the paper's (and the authors
 `score_catalogue` downloads each scoreable row through `huggingface_hub` (config, tokenizer and
 `model.safetensors` only: a pickle is never fetched, so never loaded), builds the row's
 `WeightedTowers` (single, twin h_I + h_II, or UC (1 − w)(h_I + h_II) + w·h_UC) and scores it with
-the project's one STS evaluator (`pipeline.evaluation.sts.evaluate_models`).
+the project's one STS evaluator (`pipeline.evaluation.sts`), with each score's
+bootstrap interval when `eval.bootstrap` is on (the evaluate stage's resamples: same seed, same pairs).
 
 - A row the hub does not serve (unknown id, missing file, no safetensors weights, no tokenizer) is
   reported `not_reached` with the hub's answer, and the others go on.
@@ -37,7 +38,8 @@ from pipeline.config import Params, describe_validation_error, read_yaml_file
 from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HUB_ID
-from pipeline.evaluation.sts import evaluate_models, load_tasks
+from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
+from pipeline.evaluation.sts import load_tasks, model_tables
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,8 @@ EMBEDDING_CACHE = paths.EMBEDDINGS_CACHE  # shared with the evaluate stage
 # The evaluator's code: a change to it invalidates the cached results.
 EVALUATOR_SOURCES = tuple(
     Path(__file__).resolve().parent / name
-    for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/embedder.py", "modeling/encoder.py", "data/readers.py")
+    for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/bootstrap.py", "evaluation/embedder.py",
+                 "modeling/encoder.py", "data/readers.py")
 )
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
@@ -247,12 +250,13 @@ def result_key(row: Row, commits: list, params: Params) -> str:
     settings = params.eval
     identity = {
         "row": row.model_dump(include={"kind", "towers", "pooler", "uc_weight"}), "commits": commits,
-        "eval": [settings.tasks, settings.max_pairs, settings.max_length], "evaluator": _evaluator_digest(),
+        "eval": [settings.tasks, settings.max_pairs, settings.max_length, settings.bootstrap, params.seed],
+        "evaluator": _evaluator_digest(),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def _score(key: str, row: Row, folders: list[str], params: Params, tasks) -> dict:
+def _score(key: str, row: Row, folders: list[str], params: Params, tasks, resamples: Resamples | None) -> dict:
     from pipeline.evaluation.embedder import HFEmbedder
 
     settings = params.eval
@@ -264,11 +268,14 @@ def _score(key: str, row: Row, folders: list[str], params: Params, tasks) -> dic
     borrowed = sorted({tower.tokenizer for tower in row.towers if tower.tokenizer})
     embedder_settings = f"{row.pooler}|{settings.max_length}" + (f"|tokenizers={','.join(borrowed)}" if borrowed else "")
     towers = weighted_towers(row, folders)
-    return evaluate_models({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings)[key]
+    table = model_tables({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings)[key]
+    return scores_with_intervals(table, tasks, resamples)[0]
 
 
-def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, cache_dir: Path) -> dict:
-    """One row's entry of the results: scored (with the commits), not_reached or not_scoreable."""
+def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, cache_dir: Path,
+              resamples: Resamples | None = None) -> dict:
+    """One row's entry of the results: scored (with the commits; with `resamples`, the scores' bootstrap
+    intervals), not_reached or not_scoreable."""
     entry: dict = {"system": row.system, "block": row.block, "kind": row.kind}
     if not row.scoreable:
         return {**entry, "status": "not_scoreable", "reason": row.not_scoreable}
@@ -287,7 +294,7 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
     if stored.is_file():
         log.info("%s: scores from the result cache (%s)", key, stored)
         return {**entry, "status": "scored", "scores": json.loads(stored.read_text())}
-    scores = _score(key, row, [str(folder) for folder, _, _ in fetched], params, tasks)
+    scores = _score(key, row, [str(folder) for folder, _, _ in fetched], params, tasks, resamples)
     from pipeline.io import write_json_atomic
 
     write_json_atomic(stored, scores)
@@ -327,11 +334,13 @@ def score_catalogue(params: Params, catalogue: Catalogue, cache_dir: Path = CACH
         "checkpoints.source=%s: %d rows (%d scoreable) of %s",
         settings.source, len(rows), sum(row.scoreable for row in rows.values()), settings.catalogue,
     )
-    tasks = load_tasks(paths.SENTEVAL, params.eval.tasks, params.eval.max_pairs)
+    tasks = load_tasks(paths.SENTEVAL, params.eval.tasks, params.eval.max_pairs, seed=params.seed)
+    # the evaluate stage's resamples (the same seed and pairs), so a row pairs with our models' bootstrap files
+    resamples = draw_resamples(tasks, params.eval.bootstrap, params.seed) if params.eval.bootstrap else None
     results = {}
     with hub_endpoint(params) as endpoint:
         for key, row in tqdm(rows.items(), desc="checkpoints", unit="row"):
-            results[key] = score_row(key, row, params, tasks, endpoint, cache_dir)
+            results[key] = score_row(key, row, params, tasks, endpoint, cache_dir, resamples)
     return {"source": settings.source, "scale": params.scale, "max_pairs": params.eval.max_pairs, "rows": results}
 
 

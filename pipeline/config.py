@@ -37,6 +37,8 @@ SICK_SPLITS = ("train", "trial", "test")
 # Fewest pairs a task (or the STS-B dev set of model selection) may be cut to: a Spearman over a
 # handful of pairs is noise, and over one pair it is NaN.
 MIN_EVAL_PAIRS = 100
+# Fewest bootstrap resamples (eval.bootstrap, 0 = off): each 2.5 % tail of a 95 % interval holds at least one.
+MIN_BOOTSTRAP_RESAMPLES = 40
 DEVICES = ("auto", "cpu", "cuda")
 # What the tensor-norm loss takes its norms from: the pooler output h^P (the papers' method) or the
 # last hidden [CLS] h^L (their LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8).
@@ -203,7 +205,12 @@ class MtebSettings(Section):
 class EvalSettings(Section):
     tasks: list[Literal[STS_TASKS]] = list(STS_TASKS)  # type: ignore[valid-type]
     max_pairs: int | None = Field(
-        None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale); null = all"
+        None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale): a uniform "
+        "sample drawn with `seed` across the task's subsets; null = all"
+    )
+    bootstrap: int = Field(
+        1000, description="bootstrap resamples of the test pairs (seeded with `seed`) for every STS score's 95 % interval "
+        f"and standard error; 0 = off, else at least {MIN_BOOTSTRAP_RESAMPLES}"
     )
     batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")
     max_length: int = Field(128, ge=4)
@@ -221,6 +228,13 @@ class EvalSettings(Section):
         if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 4):
             return value
         raise ValueError("allowed: auto (by device) or a whole number of tokens, 4 or more")
+
+    @field_validator("bootstrap", mode="before")
+    @classmethod
+    def _off_or_enough_resamples(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and (value == 0 or value >= MIN_BOOTSTRAP_RESAMPLES):
+            return value
+        raise ValueError(f"allowed: 0 (no intervals) or a whole number of resamples, {MIN_BOOTSTRAP_RESAMPLES} or more")
 
     @model_validator(mode="after")
     def _budget_holds_a_sentence(self) -> "EvalSettings":

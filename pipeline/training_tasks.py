@@ -82,9 +82,10 @@ def model_embedder(embed, tokenizer: PreTrainedTokenizerBase, max_length: int, d
 
 
 def stsb_dev_scorer(task, senteval_root: Path, tokenizer, max_length: int, device: torch.device,
-                    max_pairs: int | None, batch_size: int):
-    """model → Spearman × 100 on STS-B dev with the task's inference embedding (model selection)."""
-    dev = load_tasks(senteval_root, ["STSBenchmark"], max_pairs, split="dev")
+                    max_pairs: int | None, batch_size: int, seed: int):
+    """model → Spearman × 100 on STS-B dev with the task's inference embedding (model selection); with
+    `max_pairs`, on the dev pairs sampled with `seed` as the evaluator samples its test pairs."""
+    dev = load_tasks(senteval_root, ["STSBenchmark"], max_pairs, split="dev", seed=seed)
 
     def score(model: nn.Module) -> float:
         embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
@@ -284,7 +285,8 @@ def run_fingerprint(settings: OptimSettings, lr: float, params: Params, examples
     model selection scores (the eval settings of the STS-B dev scorer, and the dev file): a
     checkpoint is resumed only by a run with the same fingerprint, so a resume never compares dev
     scores measured on different dev sets."""
-    selection = params.eval.model_dump(include={"max_pairs", "batch_size", "max_length"})
+    # "dev_pairs": how max_pairs cuts the dev set (a seeded sample since it stopped being the first N pairs)
+    selection = params.eval.model_dump(include={"max_pairs", "batch_size", "max_length"}) | {"dev_pairs": "seeded sample"}
     digest = hashlib.sha256(
         json.dumps([settings.model_dump(), lr, params.seed, params.backbone.model_dump(), selection]).encode()
     )
@@ -307,7 +309,8 @@ def run_training(name: str, task, examples, settings: OptimSettings, lr: float, 
     under reports/provenance/<name>.json."""
     context = with_precision(run_context(params.device), settings.precision, f"{key}.precision", params.device)
     dev_score = stsb_dev_scorer(
-        task, paths.SENTEVAL, task.tokenizer, params.eval.max_length, context.device, params.eval.max_pairs, params.eval.batch_size
+        task, paths.SENTEVAL, task.tokenizer, params.eval.max_length, context.device, params.eval.max_pairs, params.eval.batch_size,
+        params.seed,
     )
     fingerprint = run_fingerprint(settings, lr, params, examples, input_models)
     result = train(

@@ -3,25 +3,29 @@
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
 pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
 eval settings of params.yaml and writes
-reports/metrics/details/<model>.json (every score: subsets, "mean", the settings, the environment
-of `pipeline.environment`), reports/provenance/evaluate-<model>.json (git commit, host, time), the
-headline reports/metrics/<model>.json (the seven reported scores and avg: `dvc metrics show`), and
+reports/metrics/details/<model>.json (every score: subsets, "mean", the bootstrap "intervals", the
+settings, the environment of `pipeline.environment`), reports/provenance/evaluate-<model>.json (git
+commit, host, time), the headline reports/metrics/<model>.json (the seven reported scores and avg:
+`dvc metrics show`), reports/metrics/bootstrap/<model>.json (each bootstrap resample's scores,
+`eval.bootstrap` resamples drawn with `seed`; pipeline.evaluation.bootstrap) and
 reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
-(STS12–16) or {"test"} (STS-B, SICK-R), and "avg", the 7-task average."""
+(STS12–16) or {"test"} (STS-B, SICK-R), and "avg", the 7-task average; with --bootstrap N, "intervals"
+(each score's 95 % interval and standard error) and "bootstrap"."""
 
 from pathlib import Path
 
 import typer
 
 from pipeline import paths
-from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, load_params
+from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, Params, load_params
 from stages.common import ParamsOption, stage, summary
 
 NAME = "evaluate"
 DEFAULTS = EvalSettings()
+DEFAULT_SEED = Params.model_fields["seed"].default
 
 
 @stage
@@ -31,7 +35,10 @@ def command(
     output: Path | None = typer.Option(None, "--output", help="the scores as JSON (standalone mode)"),
     pooler: str = typer.Option(DEFAULTS.pooler, "--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2"),
     tasks: list[str] = typer.Option(list(DEFAULTS.tasks), "--tasks", help="STS task, repeatable; default all seven"),
-    max_pairs: int | None = typer.Option(None, "--max-pairs", min=MIN_EVAL_PAIRS, help="first N pairs of each task; default all"),
+    max_pairs: int | None = typer.Option(None, "--max-pairs", min=MIN_EVAL_PAIRS,
+                                         help="a sample of N pairs of each task (drawn with --seed); default all"),
+    seed: int = typer.Option(DEFAULT_SEED, "--seed", min=0, help="seed of the --max-pairs sample and the bootstrap"),
+    bootstrap: int = typer.Option(0, "--bootstrap", help="bootstrap resamples for 95 % intervals; 0 = none"),
     senteval: Path = typer.Option(paths.SENTEVAL, "--senteval", help="SentEval-layout data folder"),
     batch_size: int = typer.Option(DEFAULTS.batch_size, "--batch-size", min=1),
     max_length: int = typer.Option(DEFAULTS.max_length, "--max-length", min=4),
@@ -53,8 +60,9 @@ def command(
 
         from pipeline.environment import evaluation_environment, write_provenance
 
-        results, mteb_results = evaluate_pipeline_model(name, settings)
+        results, mteb_results, bootstrap_record = evaluate_pipeline_model(name, settings)
         write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", {**results, "environment": evaluation_environment(settings)})
+        write_json_atomic(paths.METRICS_BOOTSTRAP / f"{name}.json", bootstrap_record)
         write_provenance(f"{NAME}-{name}")
         output, written = paths.metrics_file(name), headline_scores(results)
         label = name
@@ -62,9 +70,11 @@ def command(
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
         budget = token_budget_option(token_budget, max_length)
+        bootstrap_option(bootstrap)
         from pipeline.evaluation.pipeline_eval import evaluate_standalone
 
-        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, budget)
+        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, budget,
+                                      seed, bootstrap)
         written, label = results, " + ".join(model)
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
     write_json_atomic(output, written)
@@ -75,7 +85,9 @@ def command(
             typer.echo(line)
         write_json_atomic(paths.MTEB / f"{name}.json", mteb_results)
         output = f"{output}, {paths.MTEB / f'{name}.json'}"
-    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f} -> {output}")
+    interval = results.get("intervals", {}).get("avg")
+    shown = f" [{interval['low']:.2f}, {interval['high']:.2f}]" if interval else ""
+    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{shown} -> {output}")
 
 
 def token_budget_option(token_budget: str, max_length: int) -> int | str:
@@ -87,3 +99,16 @@ def token_budget_option(token_budget: str, max_length: int) -> int | str:
         raise PipelineError(f"--token-budget {token_budget} is not auto or a number of tokens of at least --max-length "
                             f"{max_length} (a batch must hold one sentence of the longest length)")
     return budget
+
+
+def bootstrap_option(resamples: int) -> None:
+    """--bootstrap as eval.bootstrap allows it (0, or enough resamples for a 95 % interval)."""
+    from pydantic import ValidationError
+
+    from pipeline.config import describe_validation_error
+    from pipeline.errors import PipelineError
+
+    try:
+        EvalSettings(bootstrap=resamples)
+    except ValidationError as error:
+        raise PipelineError(describe_validation_error(error, "--bootstrap").replace("bootstrap=", "--bootstrap ", 1)) from None

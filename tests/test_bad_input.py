@@ -143,7 +143,7 @@ def test_a_nan_dev_score_stops_model_selection(tmp_path):
             return torch.ones(len(input_ids), 4)
 
     tokenizer = AutoTokenizer.from_pretrained(save_tiny_bert(tmp_path / "bert", seed=0, layers=1))
-    score = training_tasks.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64)
+    score = training_tasks.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64, 42)
     with pytest.raises(PipelineError, match=r"STS-B dev score is nan on 100 pairs"):
         score(torch.nn.Identity())
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 import typer
 import yaml
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 from typer.testing import CliRunner
 
 from pipeline import losses
@@ -19,6 +19,7 @@ from pipeline.benchmark import (
     QUICK,
     SECTIONS,
     TRAINING_STAGES,
+    format_summary_table,
     joint_loss_check,
     looped_ictn,
     looped_tensor_norm_loss,
@@ -240,7 +241,7 @@ def test_evaluation_counts_the_tokens_each_batching_feeds(quick_run, backbone):
     params, results = quick_run
     evaluation = results["evaluation"]
     tokenizer = AutoTokenizer.from_pretrained(backbone)
-    sentences = [sentence for task in load_tasks(SENTEVAL, params.eval.tasks, QUICK.eval_max_pairs) for sentence in task.sentences]
+    sentences = [sentence for task in load_tasks(SENTEVAL, params.eval.tasks, QUICK.eval_max_pairs, seed=params.seed) for sentence in task.sentences]
     length = dict(zip(sentences, _token_count(tokenizer, sentences, params.eval.max_length)))
     unique = sorted(set(sentences), key=lambda sentence: (-length[sentence], sentence))  # the evaluator's order
     assert evaluation["evaluator"]["unique_sentences"] == len(unique)
@@ -281,6 +282,25 @@ def test_a_cael_above_the_layer_count_is_skipped(tmp_path, sentences, tiny_param
     with pytest.raises(PipelineError, match="jtcse-x"):
         run_benchmarks(replace(QUICK, stages=("jtcse-x",)), params, device="cpu", backbone_dir=two_layers,
                        corpus=sentences, sections=("training",), show_progress=False)
+
+
+def test_the_bootstrap_section_alone_times_the_evaluate_stages_bootstrap(backbone, tiny_params_dict):
+    params = parse_params(tiny_params_dict)
+    results = run_benchmarks(QUICK, params, device="cpu", backbone_dir=backbone, senteval=SENTEVAL, sections=("bootstrap",),
+                             show_progress=False)
+    assert set(results["section_seconds"]) == {"bootstrap"} and "training" not in results
+    bootstrap = results["bootstrap"]
+    assert bootstrap["resamples"] == params.eval.bootstrap
+    assert bootstrap["pairs"] == {task: QUICK.bootstrap_max_pairs for task in params.eval.tasks}
+    assert bootstrap["embedding_width"] == AutoConfig.from_pretrained(backbone).hidden_size
+    medians = bootstrap["draw_seconds"]["median"] + bootstrap["score_seconds"]["median"]
+    assert 0 < bootstrap["seconds"] == pytest.approx(medians, abs=1e-3)
+    assert results["summary"]["bootstrap_seconds_per_model"] == bootstrap["seconds"]
+    assert "bootstrap (" in format_summary_table(results)
+    tiny_params_dict["eval"]["bootstrap"] = 0
+    off = run_benchmarks(QUICK, parse_params(tiny_params_dict), device="cpu", backbone_dir=backbone, senteval=SENTEVAL,
+                         sections=("bootstrap",), show_progress=False)
+    assert off["bootstrap"] == {"skipped": "eval.bootstrap is 0"}
 
 
 def test_the_stage_writes_the_json(tmp_path, monkeypatch, tiny_params_dict, sentences):

@@ -21,7 +21,8 @@ from pipeline.checkpoints import Catalogue, load_catalogue, score_catalogue, wei
 from pipeline.config import parse_params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import EmbeddingTable, evaluate_models, load_tasks, score_tasks, task_sentences
+from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals
+from pipeline.evaluation.sts import EmbeddingTable, load_tasks, model_tables, score_tasks, task_sentences
 from stages.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +178,7 @@ def _direct(folders: list[Path], weights: list[float], tasks) -> dict:
 
 
 def test_rows_score_as_their_towers_do(workspace, towers):
-    tasks = load_tasks(Path("data/raw/senteval"), TASKS, 100)
+    tasks = load_tasks(Path("data/raw/senteval"), TASKS, 100, seed=workspace(None).seed)
     files = _hub_files(towers)
     with hub_standin(files) as (endpoint, requested):
         results = score_catalogue(workspace(endpoint), _catalogue(ROWS))["rows"]
@@ -206,15 +207,18 @@ def test_rows_score_as_their_towers_do(workspace, towers):
 
 
 def test_single_row_equals_scoring_the_model_directly(workspace, towers):
-    tasks = load_tasks(Path("data/raw/senteval"), TASKS, 100)
+    params = workspace(None)
+    tasks = load_tasks(Path("data/raw/senteval"), TASKS, 100, seed=params.seed)
     with hub_standin(_hub_files(towers)) as (endpoint, _):
         scored = score_catalogue(workspace(endpoint), _catalogue({"single": ROWS["single"]}))["rows"]["single"]["scores"]
 
     def make_embedder(folder):
         return HFEmbedder(folder, "cls_before_pooler", 128, 64, "cpu")
 
-    direct = evaluate_models({"m": [(str(towers["a"]), 1.0)]}, tasks, make_embedder, 64)["m"]
-    assert scored == direct
+    resamples = draw_resamples(tasks, params.eval.bootstrap, params.seed)  # the evaluate stage's resamples
+    table = model_tables({"m": [(str(towers["a"]), 1.0)]}, tasks, make_embedder, 64)["m"]
+    direct, _ = scores_with_intervals(table, tasks, resamples)
+    assert scored == direct and set(scored["intervals"]) == {*TASKS, "avg"}
 
 
 def test_rerun_reads_the_result_cache(workspace, towers, monkeypatch):

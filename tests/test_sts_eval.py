@@ -13,7 +13,7 @@ import typer
 from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
-from pipeline.data.readers import ScoredPair, read_sts_subset
+from pipeline.data.readers import ScoredPair, load_sts_benchmark, read_sts_subset
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET, HFEmbedder, pad_batch, token_budget_batches
 from pipeline.evaluation.sts import (
     StsTask,
@@ -23,7 +23,9 @@ from pipeline.evaluation.sts import (
     evaluate_models,
     format_table,
     load_tasks,
+    sample_pairs,
     score_tasks,
+    task_rng,
     task_sentences,
 )
 from pipeline.models import WeightedTowers
@@ -73,10 +75,32 @@ def test_pairs_with_empty_gold_lines_are_not_scored(tmp_path):
     assert evaluate_embedder(_lookup_embedder(vectors), [task])["STS12"]["all"] == pytest.approx(100.0)
 
 
-def test_max_pairs_keeps_the_first_pairs_of_each_task():
-    tasks = load_tasks(SENTEVAL, ["STS13", "SICKRelatedness"], max_pairs=200)
-    assert {name: len(pairs) for name, pairs in tasks[0].subsets.items()} == {"FNWN": 189, "headlines": 11}
-    assert len(tasks[1].subsets["test"]) == 200
+def test_max_pairs_is_a_seeded_sample_across_the_subsets_not_the_first_pairs():
+    (whole,) = load_tasks(SENTEVAL, ["STS12"])
+    (sample,) = load_tasks(SENTEVAL, ["STS12"], max_pairs=300, seed=7)
+    assert sum(map(len, sample.subsets.values())) == 300
+    assert len(sample.subsets) > 1  # the first 300 pairs are MSRpar's alone
+    assert sample.subsets != {"MSRpar": whole.subsets["MSRpar"][:300]}
+    drawn = sample_pairs(whole.subsets, 300, task_rng(7, "sample", "STS12", "test"))  # what load_tasks drew
+    assert drawn == sample.subsets
+    for name, pairs in drawn.items():  # distinct pairs, each in its subset's order (by identity: STS12 repeats pairs)
+        where = {id(pair): position for position, pair in enumerate(whole.subsets[name])}
+        positions = [where[id(pair)] for pair in pairs]
+        assert positions == sorted(set(positions))
+    assert load_tasks(SENTEVAL, ["STS12"], max_pairs=300, seed=7)[0] == sample
+    assert load_tasks(SENTEVAL, ["STS12"], max_pairs=300, seed=8)[0] != sample
+
+
+def test_a_task_draws_the_same_sample_whatever_else_is_evaluated_and_small_tasks_stay_whole():
+    alone = load_tasks(SENTEVAL, ["STS13"], max_pairs=200, seed=1)[0]
+    assert load_tasks(SENTEVAL, ["STSBenchmark", "STS13"], max_pairs=200, seed=1)[1] == alone
+    (whole,) = load_tasks(SENTEVAL, ["STS16"])
+    assert load_tasks(SENTEVAL, ["STS16"], max_pairs=5000, seed=1)[0] == whole
+
+
+def test_a_max_pairs_sample_needs_a_seed():
+    with pytest.raises(ValueError, match="seed"):
+        load_tasks(SENTEVAL, ["STS12"], max_pairs=300)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +111,8 @@ def tiny_berts(tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def stsb_sample() -> list[StsTask]:
-    return load_tasks(SENTEVAL, ["STSBenchmark"], max_pairs=24)
+    """STS-B's first 24 test pairs (a sentence repeats in them: the deduplication has work)."""
+    return [StsTask("STSBenchmark", {"test": load_sts_benchmark(SENTEVAL, "STSBenchmark", "test")["test"][:24]})]
 
 
 class CountingEmbedder:
@@ -183,7 +208,9 @@ def test_budgeted_scores_equal_senteval_per_pair_encoding():
     from pipeline.benchmark.inputs import MINILM_PACKAGE
     from pipeline.data.sources import package_model_dir
 
-    tasks = load_tasks(SENTEVAL, ["STSBenchmark", "STS12"], max_pairs=120)
+    # the first 120 pairs (STS12: MSRpar's), where no pair's cosines (nearly) tie: see the sts module doc
+    tasks = [StsTask(name, {subset: pairs[:120]}) for name, subset in (("STSBenchmark", "test"), ("STS12", "MSRpar"))
+             for pairs in [load_sts_benchmark(SENTEVAL, name)[subset]]]
     embedder = HFEmbedder(package_model_dir(MINILM_PACKAGE), token_budget=1024)
     ours = evaluate_embedder(embedder, tasks)
     for task in tasks:

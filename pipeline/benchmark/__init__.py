@@ -16,6 +16,8 @@ one module per section, all reading one `BenchInputs` (`inputs`):
 - `evaluation`: sentences/s of the STS evaluator (`embed_sentences`: deduplicated sentences
   tokenized once, sorted by token count, batches by token budget), of its previous fixed batches
   and of a naive loop over the same sentences in file order;
+- `bootstrap`: seconds of the evaluate stage's bootstrap intervals of one model on the full
+  benchmarks (random embeddings; `eval.bootstrap` resamples);
 - `translation`: cache hits/s, Apertium sentences/s, packed requests/s against the `loopback`
   Google stand-in;
 - `startup`: the evaluate stage's start-up (imports, model load, first batch) in fresh processes;

@@ -66,14 +66,19 @@ def _quiet_evaluator():
         sts_logger.setLevel(level)
 
 
-def load_bench_tasks(inputs: BenchInputs):
-    """The configured STS tasks, first `eval_max_pairs` pairs of each."""
-    from pipeline.evaluation.sts import load_tasks
-
+def check_senteval(inputs: BenchInputs) -> Path:
+    """The SentEval-layout folder of the STS tasks; a one-line error when it is missing."""
     senteval = inputs.senteval
     if senteval is None or not Path(senteval).is_dir():
         raise PipelineError(f"SentEval data folder {senteval} does not exist; run `dvc repro download` or pass --senteval DIR")
-    return load_tasks(senteval, inputs.params.eval.tasks, inputs.scale.eval_max_pairs)
+    return Path(senteval)
+
+
+def load_bench_tasks(inputs: BenchInputs):
+    """The configured STS tasks, a sample of `eval_max_pairs` pairs of each (drawn with the run's seed)."""
+    from pipeline.evaluation.sts import load_tasks
+
+    return load_tasks(check_senteval(inputs), inputs.params.eval.tasks, inputs.scale.eval_max_pairs, seed=inputs.params.seed)
 
 
 def _time_variants(embedder, stock, sentences: list[str], batch_size: int, inputs: BenchInputs) -> tuple[dict, dict]:

@@ -63,7 +63,7 @@ def _training_row(training: Mapping) -> str | None:
 
 def _evaluation_row(evaluation: Mapping) -> str:
     pairs = evaluation.get("max_pairs")
-    scope = f"first {pairs} pairs of each of the {len(evaluation['tasks'])} tasks" if pairs else f"all pairs of the {len(evaluation['tasks'])} tasks"
+    scope = f"{pairs} pairs of each of the {len(evaluation['tasks'])} tasks" if pairs else f"all pairs of the {len(evaluation['tasks'])} tasks"
     evaluator, naive = evaluation["evaluator"], evaluation["naive"]
     fixed = evaluation.get("evaluator_fixed_batches")
     budget = "" if fixed is None else (

@@ -16,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from pipeline.benchmark.baseline import bench_joint_padding
+from pipeline.benchmark.bootstrap import bench_bootstrap
 from pipeline.benchmark.evaluation import bench_evaluation
 from pipeline.benchmark.inputs import BenchInputs, read_sentences, resolve_backbone
 from pipeline.benchmark.startup import bench_startup
@@ -31,6 +32,7 @@ SECTION_RUNNERS = {
     "training": bench_training,
     "joint_padding": bench_joint_padding,
     "evaluation": bench_evaluation,
+    "bootstrap": bench_bootstrap,
     "translation": bench_translation,
     "startup": bench_startup,
 }

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pipeline.errors import PipelineError
 
 TRAINING_STAGES = ("pretrain", "tncse", "jtcse-1", "jtcse-3", "jtcse-6", "distill")
-SECTIONS = ("training", "joint_padding", "evaluation", "translation", "startup")
+SECTIONS = ("training", "joint_padding", "evaluation", "bootstrap", "translation", "startup")
 JOINT_VARIANTS = ("dynamic_vectorised", "padded_looped", "dynamic_looped", "padded_vectorised")
 BASELINE_VARIANT, OPTIMISED_VARIANT = "padded_looped", "dynamic_vectorised"
 
@@ -23,8 +23,9 @@ class BenchScale:
     warmup: int = 1
     joint_batch_size: int = 64  # the released twin stage's batch
     joint_max_length: int = 64  # ... and maximum length
-    eval_max_pairs: int | None = 300  # pairs per STS task (first N; None: all)
+    eval_max_pairs: int | None = 300  # pairs per STS task (a seeded sample; None: all)
     eval_repeats: int = 3
+    bootstrap_max_pairs: int | None = None  # pairs per STS task of the bootstrap section (None: all, its cost at paper scale)
     translation_sentences: int = 300
     translation_repeats: int = 3
     corpus_sentences: int = 20_000  # first N corpus lines the batches are drawn from
@@ -51,7 +52,7 @@ SCALES["small"] = replace(SCALES["paper"], name="small")
 # The smallest run that exercises every code path (tests, `bench --quick`).
 QUICK = BenchScale(
     "quick", batch_sizes=(4,), max_lengths=(16,), repeats=1, warmup=0, joint_batch_size=4, joint_max_length=16,
-    eval_max_pairs=4, eval_repeats=1, translation_sentences=8, translation_repeats=1, corpus_sentences=64,
+    eval_max_pairs=4, eval_repeats=1, bootstrap_max_pairs=100, translation_sentences=8, translation_repeats=1, corpus_sentences=64,
 )
 
 

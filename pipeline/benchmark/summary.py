@@ -24,6 +24,9 @@ NOTES = [
     "the evaluator's batches through the stock forward (evaluator_stock_forward), and by a naive loop in file order "
     "through the stock forward; sentences_per_s counts input sentences; max_abs_embedding_diff compares evaluator "
     "and naive embeddings.",
+    "bootstrap: the evaluate stage's bootstrap intervals of one model (random embeddings of the backbone's width) on "
+    "the full benchmarks unless max_pairs says otherwise: draw = the resample indices and their digest, score = "
+    "every resample's Spearman of every task and the avg; seconds = the sum of the medians.",
     "startup: the evaluate stage's start-up in fresh processes (median): interpreter, command line (--help), "
     "imports, model load, first batch; warmup_s = first call - steady call of the same batch.",
     "peak_memory_mb: CPU = peak RSS of the whole process during the measurement (all models it holds); "
@@ -56,6 +59,9 @@ def headline(results: Mapping) -> dict:
         summary["evaluator_max_abs_embedding_diff"] = evaluation["max_abs_embedding_diff"]
         if "speedup_vs_fixed_batches" in evaluation:
             summary["evaluator_speedup_vs_fixed_batches"] = evaluation["speedup_vs_fixed_batches"]
+    bootstrap = results.get("bootstrap")
+    if bootstrap and "seconds" in bootstrap:
+        summary["bootstrap_seconds_per_model"] = bootstrap["seconds"]
     startup = results.get("startup")
     if startup:
         summary["startup_total_s"] = startup["total_s"]
@@ -114,6 +120,11 @@ def _section_lines(results: Mapping) -> list[str]:
             lines.append(f"evaluation: token-budget batches {evaluation['speedup_vs_fixed_batches']:.2f}x the fixed batches "
                          f"({evaluation['evaluator_fixed_batches']['sentences_per_s']:.0f} sentences/s); |embedding "
                          f"difference| {evaluation['max_abs_embedding_diff_vs_fixed_batches']:.1e}")
+    bootstrap = results.get("bootstrap")
+    if bootstrap and "seconds" in bootstrap:
+        lines.append(f"bootstrap ({bootstrap['resamples']} resamples, {sum(bootstrap['pairs'].values())} pairs): "
+                     f"{bootstrap['seconds']:.2f} s per model (draw {bootstrap['draw_seconds']['median']:.2f} s, "
+                     f"score {bootstrap['score_seconds']['median']:.2f} s)")
     startup = results.get("startup")
     if startup:
         lines.append(f"startup (evaluate): import {startup['import_s']:.2f} s, load {startup['load_s']:.2f} s, first batch "
@@ -131,5 +142,5 @@ def format_summary_table(results: Mapping) -> str:
     translation figures."""
     rows = _grid_rows(results)
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows] if len(rows) > 1 else []
     return "\n".join(lines + _section_lines(results))

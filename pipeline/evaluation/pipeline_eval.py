@@ -1,7 +1,8 @@
 """Evaluate a model as the `evaluate` stage does: one of the pipeline's models, or any folders.
 
 Pipeline mode (`evaluate@<model>`): a model of the registry (`pipeline.models`) with the eval
-settings of params.yaml: the 7 STS tasks under the SentEval protocol and, when `eval.mteb.enabled`,
+settings of params.yaml: the 7 STS tasks under the SentEval protocol with their bootstrap intervals
+(`eval.bootstrap` resamples drawn with `seed`: pipeline.evaluation.bootstrap) and, when `eval.mteb.enabled`,
 the MTEB suites of `eval.mteb.suite` (conf/mteb/: the papers' task lists on the hub, or the local
 stand-ins built from the mirror; pipeline.evaluation.mteb_suites). Tower embeddings are cached
 under data/cache/embeddings/, so an ensemble reuses its towers' work; MTEB results under
@@ -17,8 +18,9 @@ from pathlib import Path
 from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
+from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import Embedder, evaluate_models, load_tasks
+from pipeline.evaluation.sts import Embedder, load_tasks, model_tables
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.runtime import resolve_device
 
@@ -64,8 +66,10 @@ def pipeline_model(name: str, params: Params) -> WeightedTowers:
     return models[name]
 
 
-def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
-    """The metrics (reports/metrics/<model>.json) and the MTEB results (reports/mteb/<model>.json) of one model."""
+def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict]:
+    """The details metrics (reports/metrics/details/<model>.json, the headline's source), the MTEB results
+    (reports/mteb/<model>.json) and the per-resample bootstrap scores (reports/metrics/bootstrap/<model>.json)
+    of one model."""
     resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
     towers = pipeline_model(name, params)
     settings = params.eval
@@ -74,22 +78,27 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict]:
         return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device,
                           token_budget=settings.token_budget)
 
-    tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs)
+    tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)
     suites = mteb_suites(params) if settings.mteb.enabled else []  # before any embedding work
-    results = evaluate_models(
+    table = model_tables(
         {name: towers}, tasks, make_embedder, settings.batch_size, paths.EMBEDDINGS_CACHE,
         embedder_settings=f"{settings.pooler}|{settings.max_length}|{settings.token_budget}",
     )[name]
+    resamples = draw_resamples(tasks, settings.bootstrap, params.seed) if settings.bootstrap else None
+    results, scores = scores_with_intervals(table, tasks, resamples)
+    bootstrap = scores.record() if scores is not None else no_bootstrap_record(params.seed)
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
     mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
     if suites:
         mteb["suites"] = mteb_results(params, suites, towers, make_embedder)
-    return {**results, **about, "max_pairs": settings.max_pairs}, mteb
+    return {**results, **about, "max_pairs": settings.max_pairs}, mteb, bootstrap
 
 
 def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
-                        batch_size: int, max_length: int, device: str, token_budget: int | str = "auto") -> dict:
-    """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings)."""
+                        batch_size: int, max_length: int, device: str, token_budget: int | str = "auto",
+                        seed: int = Params.model_fields["seed"].default, bootstrap: int = 0) -> dict:
+    """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings); `seed`
+    draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals)."""
     from pipeline.evaluation.embedder import resolve_model_source
     from pipeline.modeling.encoder import validate_pooler
 
@@ -99,10 +108,11 @@ def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pa
     validate_pooler(pooler, "--pooler")
     if not senteval.is_dir():
         raise PipelineError(f"SentEval data folder {senteval} does not exist; run `dvc repro download` or pass --senteval DIR")
-    sts_tasks = load_tasks(senteval, tasks, max_pairs)
+    sts_tasks = load_tasks(senteval, tasks, max_pairs, seed=seed)
     towers = WeightedTowers.of((resolve_model_source(name), 1.0) for name in models)
 
     def make_embedder(source: str) -> HFEmbedder:
         return HFEmbedder(source, pooler, max_length, batch_size, device, token_budget=token_budget)
 
-    return evaluate_models({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]
+    table = model_tables({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]
+    return scores_with_intervals(table, sts_tasks, draw_resamples(sts_tasks, bootstrap, seed) if bootstrap else None)[0]

@@ -5,6 +5,9 @@
 - STS-B and SICK-R: Spearman × 100 of cosine similarity on the test split (no regressor).
 - `avg` ("7 Avg."): the mean of the reported scores each rounded to two decimals, exactly as
   SimCSE's evaluation script averages the numbers it prints.
+- `eval.max_pairs` (tiny scale) scores a seeded uniform sample of each task's pairs across all its
+  subsets (`sample_pairs`), not its first pairs (those would be STS12's MSRpar alone).
+- `eval.bootstrap`: each reported score's 95 % interval (pipeline.evaluation.bootstrap).
 
 The evaluator is built around an `Embedder` (a batch of sentences → embeddings), so it does not
 care how a model is built. Every unique sentence of all tasks is encoded once per tower, in
@@ -23,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,28 +60,46 @@ class StsTask:
         return [sentence for pairs in self.subsets.values() for pair in pairs for sentence in (pair.sentence1, pair.sentence2)]
 
 
-def _first_pairs(subsets: dict[str, list[ScoredPair]], max_pairs: int) -> dict[str, list[ScoredPair]]:
-    """The first `max_pairs` pairs of a task, in subset order; subsets left empty are dropped."""
-    kept, remaining = {}, max_pairs
-    for name, pairs in subsets.items():
-        if remaining <= 0:
-            break
-        kept[name] = pairs[:remaining]
-        remaining -= len(kept[name])
+def task_rng(seed: int, *labels: str) -> np.random.Generator:
+    """A generator for one use of one task (e.g. "sample", "STS12"): a function of the seed and the
+    labels alone, so a task draws the same whatever other tasks a run evaluates."""
+    return np.random.default_rng([seed, zlib.crc32("/".join(labels).encode())])
+
+
+def sample_pairs(subsets: dict[str, list[ScoredPair]], max_pairs: int, rng: np.random.Generator) -> dict[str, list[ScoredPair]]:
+    """`max_pairs` pairs drawn uniformly without replacement from all subsets' pairs concatenated,
+    each kept pair in its original order within its subset; subsets left empty are dropped.
+    A task with at most `max_pairs` pairs is kept whole."""
+    sizes = [len(pairs) for pairs in subsets.values()]
+    if sum(sizes) <= max_pairs:
+        return dict(subsets)
+    chosen = np.sort(rng.choice(sum(sizes), size=max_pairs, replace=False))
+    kept, start = {}, 0
+    for (name, pairs), size in zip(subsets.items(), sizes):
+        positions = chosen[(chosen >= start) & (chosen < start + size)] - start
+        if positions.size:
+            kept[name] = [pairs[position] for position in positions]
+        start += size
     return kept
 
 
 def load_tasks(
-    senteval_root: Path | str, names: Sequence[str], max_pairs: int | None = None, split: str = "test"
+    senteval_root: Path | str, names: Sequence[str], max_pairs: int | None = None, split: str = "test",
+    seed: int | None = None,
 ) -> list[StsTask]:
-    """The named tasks from a SentEval-layout folder, each capped to its first `max_pairs` pairs.
+    """The named tasks from a SentEval-layout folder; with `max_pairs`, a sample of that many pairs of
+    each task (`sample_pairs`) drawn with `seed` (the run's seed: required then).
 
     `split` other than test (e.g. STS-B dev for model selection) exists only for STS-B and SICK-R.
     """
+    if max_pairs is not None and seed is None:
+        raise ValueError("a max_pairs sample needs the run's seed")
     tasks = []
     for name in names:
         subsets = load_sts_benchmark(senteval_root, name, split)
-        tasks.append(StsTask(name, subsets if max_pairs is None else _first_pairs(subsets, max_pairs)))
+        if max_pairs is not None:
+            subsets = sample_pairs(subsets, max_pairs, task_rng(seed, "sample", name, split))
+        tasks.append(StsTask(name, subsets))
     return tasks
 
 
@@ -184,14 +206,20 @@ def headline_scores(results: Mapping[str, object]) -> dict[str, float]:
     return {name: reported_score(results[name]) for name in tasks} | {"avg": float(results["avg"])}
 
 
+def task_similarities(table: EmbeddingTable, task: StsTask) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """({subset: cosine of each pair}, {subset: gold score of each pair}), in the task's subset order."""
+    similarities, golds = {}, {}
+    for subset, pairs in task.subsets.items():
+        similarities[subset] = _cosine(table.lookup([p.sentence1 for p in pairs]), table.lookup([p.sentence2 for p in pairs]))
+        golds[subset] = np.array([pair.score for pair in pairs])
+    return similarities, golds
+
+
 def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:
     """Spearman × 100 per task (see the module doc for the layout) plus `avg` over the tasks."""
     results: dict = {}
     for task in tasks:
-        similarities, golds = {}, {}
-        for subset, pairs in task.subsets.items():
-            similarities[subset] = _cosine(table.lookup([p.sentence1 for p in pairs]), table.lookup([p.sentence2 for p in pairs]))
-            golds[subset] = np.array([pair.score for pair in pairs])
+        similarities, golds = task_similarities(table, task)
         per_subset = {subset: _spearman(similarities[subset], golds[subset]) for subset in task.subsets}
         if task.name in STS_YEAR_TASKS:
             results[task.name] = {
@@ -238,15 +266,16 @@ def tower_key(tower: str, sentences: Sequence[str], settings: str) -> str:
     return digest.hexdigest()[:32]
 
 
-def evaluate_models(
+def model_tables(
     models: Mapping[str, WeightedTowers],
     tasks: Sequence[StsTask],
     make_embedder: Callable[[str], Embedder],
     batch_size: int = 64,
     cache_dir: Path | None = None,
     embedder_settings: str = "",
-) -> dict[str, dict]:
-    """Scores of each named model; every distinct tower is encoded once and shared by the models using it.
+) -> dict[str, EmbeddingTable]:
+    """Each named model's embedding table of the tasks' sentences; every distinct tower is encoded
+    once and shared by the models using it.
 
     With `cache_dir`, tower tables persist there under `tower_key` (`embedder_settings` names the
     pooler, length, ... that shape them), so separate runs or stages reuse them too.
@@ -263,10 +292,21 @@ def evaluate_models(
         return _cached_table(cache_dir, tower_key(tower, sentences, embedder_settings), compute)
 
     tables = {tower: table_of(tower) for tower in towers}
-    return {
-        name: score_tasks(combine_tables(tables, members), tasks)
-        for name, members in models.items()
-    }
+    return {name: combine_tables(tables, members) for name, members in models.items()}
+
+
+def evaluate_models(
+    models: Mapping[str, WeightedTowers],
+    tasks: Sequence[StsTask],
+    make_embedder: Callable[[str], Embedder],
+    batch_size: int = 64,
+    cache_dir: Path | None = None,
+    embedder_settings: str = "",
+) -> dict[str, dict]:
+    """Scores of each named model: `score_tasks` on its `model_tables` table (intervals:
+    pipeline.evaluation.bootstrap.scores_with_intervals on the same tables)."""
+    tables = model_tables(models, tasks, make_embedder, batch_size, cache_dir, embedder_settings)
+    return {name: score_tasks(table, tasks) for name, table in tables.items()}
 
 
 def format_table(results: Mapping[str, object]) -> str:

@@ -23,7 +23,7 @@ from scipy import stats
 
 from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
-from pipeline.evaluation.bootstrap import CONFIDENCE, paired_interval
+from pipeline.evaluation.intervals import CONFIDENCE, paired_interval
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
 from pipeline.reporting.spec import MODELS, ExperimentSpec, RowSpec, Spec, TablesFile, TableSpec, split_override
 from pipeline.reporting.tables import Row, RunSource, build_table, experiment_axes, find_row
