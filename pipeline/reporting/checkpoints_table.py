@@ -84,7 +84,7 @@ def _records(catalogue: Catalogue, results: dict) -> tuple[list[dict], list[dict
 def build_table(catalogue: Catalogue, results: dict) -> CheckpointTable:
     lines, records, notes = _records(catalogue, results)
     grid = pd.DataFrame(lines, columns=["System", *COLUMNS, "Status"])
-    pairs = "all pairs" if results.get("max_pairs") is None else f"the first {results['max_pairs']} pairs of each task"
+    pairs = "all pairs" if results.get("max_pairs") is None else f"a seeded sample of {results['max_pairs']} pairs of each task"
     source = (
         "STAND-IN (offline): checkpoints.standin_model served by a loopback hub under fake ids, not the papers' checkpoints"
         if results.get("source") == "standin" else "public checkpoints from the Hugging Face hub"
