@@ -119,6 +119,7 @@ class TrainingResult:
     peak_memory_mb: float
     resumed_from: int | None
     history: list[dict] = field(default_factory=list)
+    threads: int = 1  # torch's CPU thread count the run trained with (the `threads` setting)
 
 
 # ---- the loss, read from the device now and then ----------------------------------------------
@@ -332,7 +333,7 @@ def _finish(run: _Run, output_dir: Path, steps_per_second: float) -> TrainingRes
     return TrainingResult(
         steps=run.step, best_dev=run.best_dev, best_step=run.best_step, final_loss=run.losses.last_loss,
         steps_per_second=steps_per_second, peak_memory_mb=peak_memory_mb(run.context.device),
-        resumed_from=run.resumed_from, history=run.history,
+        resumed_from=run.resumed_from, history=run.history, threads=torch.get_num_threads(),
     )
 
 
@@ -410,6 +411,7 @@ def write_training_report(result: TrainingResult, metrics_path: Path, curve_path
         "best_dev_stsb": result.best_dev,
         "best_step": result.best_step,
         "final_loss": result.final_loss,
+        "threads": result.threads,  # a fixed setting, so a rerun's file is the same; another count, other weights
     }
     write_json_atomic(details_path, details)
     write_json_atomic(metrics_path, {"best_dev_stsb": result.best_dev, "steps": result.steps})

@@ -16,8 +16,8 @@ from pathlib import Path
 import typer
 
 from pipeline import paths
-from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, load_params
-from stages.common import ParamsOption, stage, summary
+from pipeline.config import MIN_EVAL_PAIRS, EvalSettings
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "evaluate"
 DEFAULTS = EvalSettings()
@@ -47,7 +47,7 @@ def command(
     if name is not None:
         if model or output:
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
-        settings = load_params(params)  # a bad params file fails before the evaluator's imports (seconds)
+        settings = stage_params(params)  # a bad params file fails before the evaluator's imports (seconds)
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
         results, mteb_results = evaluate_pipeline_model(name, settings)
