@@ -19,6 +19,9 @@ torch=$(sed -n 's/^torch==\([^ +]*\)+cpu.*/\1/p' requirements/cpu.txt)
 # CUDA: the same versions, with the same torch release as PyPI builds it (CUDA, with its nvidia-*
 # libraries); `===` matches 2.x.y exactly, so never the +cpu wheel
 echo "torch===$torch  # the CUDA build of requirements/cpu.txt's torch (scripts/refresh_lock.sh)" > requirements/cuda-torch.txt
-sed 's/^torch==\([^ +]*\)+cpu/torch==\1/' requirements/cpu.txt > requirements/cuda.txt  # start from the CPU pins
-"${compile[@]}" -c requirements/cuda-torch.txt -o requirements/cuda.txt
+# start from the CPU pins and hashes, less torch's (pip-compile would keep the +cpu wheel's hash)
+awk '/^torch==/ {skip = 1; next} skip && /^[^ ]/ {skip = 0} !skip' requirements/cpu.txt > requirements/cuda.txt
+# against PyPI alone (pip's configuration ignored): a find-links folder holding the +cpu wheel of the
+# same release would lend torch==X its hash
+env -u PIP_FIND_LINKS PIP_CONFIG_FILE=/dev/null "${compile[@]}" -c requirements/cuda-torch.txt -o requirements/cuda.txt
 echo "locked torch $torch: requirements/cpu.txt and requirements/cuda.txt"

@@ -51,6 +51,7 @@ def test_the_cpu_and_cuda_locks_differ_only_in_torchs_build():
     cpu, cuda = read_lock(LOCKS["cpu"]), read_lock(LOCKS["cuda"])
     assert Version(cpu["torch"][0]).local == "cpu" and Version(cuda["torch"][0]).local is None
     assert Version(cpu["torch"][0]).public == Version(cuda["torch"][0]).public
+    assert not set(cpu["torch"][1]) & set(cuda["torch"][1]), "the CUDA lock lets the +cpu wheel in"
     shared = {name for name in cpu.keys() & cuda.keys() if name != "torch"}
     assert {name: cpu[name][0] for name in shared} == {name: cuda[name][0] for name in shared}
     assert cpu.keys() - cuda.keys() == set()  # the CUDA build only adds its runtime libraries
