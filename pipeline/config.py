@@ -276,6 +276,10 @@ class Params(Section):
     scale: Literal["tiny", "small", "paper"]
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
     device: Literal[DEVICES] = "auto"  # type: ignore[valid-type]
+    threads: int = Field(
+        2, ge=1, le=1024,
+        description="torch's CPU thread count, fixed by every stage: another count trains other last bits of the weights",
+    )
     data: DataSettings
     backbone: BackboneSettings
     towers: dict[str, TowerSettings]

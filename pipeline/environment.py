@@ -99,6 +99,8 @@ def environment_record(device: torch.device, params: Params, data_files: Sequenc
         "device": device.type,
         "gpu": gpu_record(device),
         "versions": package_versions(),
+        # the `threads` setting as applied (apply_threads): another count, other weights
+        "threads": torch.get_num_threads(),
         "precision": compute.precision,
         "compile": "on" if compute.compiled else "off",
         "world_size": compute.world_size,

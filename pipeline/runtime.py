@@ -3,8 +3,8 @@
 `run_context(device)` is what every stage that runs a model calls first: it resolves `auto` to a
 GPU when there is one, joins the process group when launched by `torchrun` (WORLD_SIZE > 1), and
 on CUDA turns on TF32 matmuls. It computes in fp32; `with_precision(context, precision, key)` sets
-a training stage's `precision` setting (bf16 or fp16 autocast, CUDA only). `seed_everything(seed)`
-makes a run repeatable.
+a training stage's `precision` setting (bf16 or fp16 autocast, CUDA only). `apply_threads(threads)`
+(every stage, first) fixes the CPU thread count and `seed_everything(seed)` makes a run repeatable.
 """
 
 from __future__ import annotations
@@ -93,11 +93,21 @@ def with_precision(context: RunContext, precision: str, key: str, device_setting
     return replace(context, autocast_dtype=AUTOCAST_DTYPES[precision])
 
 
+def apply_threads(threads: int) -> None:
+    """Fix torch's CPU thread count to the `threads` setting, whatever OMP_NUM_THREADS or the core
+    count says: CPU kernels split their reductions across threads, so another count moves the last
+    bits of every gradient (runs with OMP_NUM_THREADS=1 trained other weights than with 2)."""
+    environment = os.environ.get("OMP_NUM_THREADS")
+    if environment is not None and environment != str(threads):
+        log.info("threads: %d (params.yaml) in place of OMP_NUM_THREADS=%s", threads, environment)
+    torch.set_num_threads(threads)
+
+
 def seed_everything(seed: int) -> None:
     """Same seed, same machine, same thread count → same weights (DESIGN §9). CPU kernels are
-    deterministic for a fixed thread count, which is torch's default for the machine (logged, as a
-    different count may move the last digits); the flag below makes CUDA pick deterministic kernels
-    too (cuBLAS needs its workspace setting for that), warning where an op has none."""
+    deterministic for a fixed thread count, which every stage fixes first (`apply_threads`, the
+    `threads` setting; logged here); the flag below makes CUDA pick deterministic kernels too
+    (cuBLAS needs its workspace setting for that), warning where an op has none."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)

@@ -1,9 +1,12 @@
 """Did this run reproduce the committed results? For CI, after `dvc repro` on a fresh clone.
 
-The round-trip files must be byte-identical to the committed run (their hashes in dvc.lock), and
-every number in reports/metrics/*.json and reports/metrics/details/*.json (the headline and every
-score) within --tolerance points of the committed value (room for
-floating-point differences between CPUs). Prints the largest metric difference; exits 1 otherwise.
+Every output in dvc.lock must be byte-identical to the committed run's (its md5): the first that
+differs is named by stage and path, in dvc.lock's order (upstream first, so it is where a
+difference starts), with the params that differ from the committed ones (e.g. `threads`, the CPU
+thread count that decides the last bits of trained weights). Every number in reports/metrics/*.json
+and reports/metrics/details/*.json (the headline and every score) must also be within --tolerance
+points of the committed value; the largest metric difference is printed either way, so a run on
+another CPU that moved only last bits says by how much. Exits 1 on any difference.
 
     python scripts/check_reproduction.py [--ref HEAD] [--tolerance 0.01]
 """
@@ -20,22 +23,51 @@ from pathlib import Path
 import yaml
 
 METRICS_DIR = "reports/metrics"
-ROUND_TRIP_STAGE = "rtt"  # dvc.lock names its instances rtt@I, rtt@II
 
 
 def committed(root: Path, ref: str, path: str) -> str:
     return subprocess.run(["git", "show", f"{ref}:{path}"], cwd=root, capture_output=True, text=True, check=True).stdout
 
 
-def round_trip_hashes(lock_text: str) -> dict[str, str]:
-    """output path → md5 of every output of the round-trip stages in a dvc.lock."""
+def output_hashes(lock_text: str) -> dict[tuple[str, str], str]:
+    """(stage, output path) → md5 of every output in a dvc.lock, in the lock's order."""
+    stages = yaml.safe_load(lock_text).get("stages", {})
+    return {(name, out["path"]): out.get("md5", "") for name, stage in stages.items() for out in stage.get("outs", [])}
+
+
+def stage_params(lock_text: str) -> dict[str, object]:
+    """'<params file>:<key>' → value, over the params every stage of a dvc.lock was run with."""
     stages = yaml.safe_load(lock_text).get("stages", {})
     return {
-        out["path"]: out.get("md5", "")
-        for name, stage in stages.items()
-        if name.split("@")[0] == ROUND_TRIP_STAGE
-        for out in stage.get("outs", [])
+        f"{file}:{path}": value
+        for stage in stages.values()
+        for file, values in stage.get("params", {}).items()
+        for path, value in numbers(values).items()
     }
+
+
+def compare_outputs(expected_lock: str, actual_lock: str) -> list[str]:
+    """One problem per committed output whose md5 differs or that is missing, the first named as such."""
+    expected, actual = output_hashes(expected_lock), output_hashes(actual_lock)
+    problems = [
+        f"{stage} {path}: md5 {actual.get((stage, path), 'missing')} vs committed {digest}"
+        for (stage, path), digest in expected.items()
+        if actual.get((stage, path)) != digest
+    ]
+    problems += [f"{stage} {path}: not in the committed dvc.lock" for stage, path in actual.keys() - expected.keys()]
+    if problems:
+        problems[0] = f"first output that differs: {problems[0]}"
+    return problems
+
+
+def compare_params(expected_lock: str, actual_lock: str) -> list[str]:
+    """The params this run's stages ran with that differ from the committed run's."""
+    expected, actual = stage_params(expected_lock), stage_params(actual_lock)
+    return [
+        f"{path}: {actual.get(path, 'missing')!r} vs committed {value!r}"
+        for path, value in expected.items()
+        if actual.get(path, "missing") != value
+    ]
 
 
 def numbers(tree, prefix: str = "") -> dict[str, object]:
@@ -70,14 +102,13 @@ def compare_metrics(expected: dict, actual: dict, tolerance: float) -> tuple[lis
 
 
 def check(root: Path, ref: str, tolerance: float) -> int:
-    problems: list[str] = []
-    expected_hashes = round_trip_hashes(committed(root, ref, "dvc.lock"))
-    actual_hashes = round_trip_hashes((root / "dvc.lock").read_text(encoding="utf-8"))
-    if not expected_hashes:
-        problems.append(f"dvc.lock at {ref} has no {ROUND_TRIP_STAGE} outputs to compare")
-    for path, digest in expected_hashes.items():
-        if actual_hashes.get(path) != digest:
-            problems.append(f"{path}: md5 {actual_hashes.get(path)} vs committed {digest}")
+    expected_lock = committed(root, ref, "dvc.lock")
+    actual_lock = (root / "dvc.lock").read_text(encoding="utf-8")
+    outputs = output_hashes(expected_lock)
+    problems: list[str] = [] if outputs else [f"dvc.lock at {ref} has no outputs to compare"]
+    problems += compare_outputs(expected_lock, actual_lock)
+    params = compare_params(expected_lock, actual_lock)
+    problems += [f"params differ: {difference}" for difference in params]
 
     listing = subprocess.run(
         ["git", "ls-tree", "-r", "--name-only", ref, f"{METRICS_DIR}/"], cwd=root, capture_output=True, text=True, check=True
@@ -98,7 +129,7 @@ def check(root: Path, ref: str, tolerance: float) -> int:
         if file_largest[0] > largest[0]:
             largest = (file_largest[0], f"{path}: {file_largest[1]}")
 
-    print(f"round-trip files compared: {len(expected_hashes)}; metrics files compared: {len(metric_files)}")
+    print(f"outputs compared: {len(outputs)}; metrics files compared: {len(metric_files)}")
     print(f"largest metric difference: {largest[0]:.3g} ({largest[1] or 'none'}); tolerance {tolerance}")
     for problem in problems:
         print(f"not reproduced: {problem}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the pipeline needs on a fresh Debian machine: Apertium (offline round-trip
 # translation for the tiny preset), Chromium (the browser test of `dvc plots show`) and a virtual
-# environment .venv with the project and its tests.
+# environment .venv with the project and its tests, at the versions of requirements/<build>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +16,13 @@ if ! dpkg -s $debian_packages >/dev/null 2>&1; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-# torch first, pinned to the CPU build these machines carry; the rest resolve around it
-.venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test]"
-echo "setup done: activate with '. .venv/bin/activate'"
+# The locked environment (README, "The locked environment"): every package at the version and hash
+# of the lock, so `pip freeze` equals it and a clone installs what the committed results were made
+# with, whatever the registry serves today. TORCH_BUILD=cuda takes the CUDA build of the same torch.
+lock=requirements/${TORCH_BUILD:-cpu}.txt
+[ -f "$lock" ] || { echo "error: TORCH_BUILD=${TORCH_BUILD:-cpu}: no $lock; use cpu or cuda" >&2; exit 2; }
+.venv/bin/python -m pip install -q "pip==26.3"
+.venv/bin/python -m pip install -q --require-hashes -r "$lock"
+# the project itself, built with the locked setuptools and nothing more
+.venv/bin/python -m pip install -q --no-deps --no-build-isolation -e .
+echo "setup done ($lock): activate with '. .venv/bin/activate'"

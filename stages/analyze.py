@@ -24,8 +24,7 @@ writing are `pipeline.analysis.outputs`."""
 
 from pathlib import Path
 
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "analyze"
 
@@ -37,7 +36,7 @@ def command(
     from pipeline import paths
     from pipeline.analysis.outputs import analyze_pipeline
 
-    settings = load_params(params)
+    settings = stage_params(params)
     result = analyze_pipeline(settings)
     backbone, models, skipped = result.analysis.reports["backbone"], result.models, result.skipped
     summary(

@@ -18,8 +18,8 @@ from pathlib import Path
 import typer
 
 from pipeline import paths
-from pipeline.config import DEVICES, load_params
-from stages.common import ParamsOption, stage, summary
+from pipeline.config import DEVICES
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "bench"
 DEFAULT_BACKBONE = paths.BACKBONE
@@ -53,7 +53,7 @@ def command(
     from pipeline.io import write_text_atomic
     from pipeline.errors import PipelineError
 
-    settings = load_params(params)
+    settings = stage_params(params)
     if device not in DEVICES:
         raise PipelineError(f"--device {device} is not known; allowed: {', '.join(DEVICES)}")
     requested = scale or settings.scale

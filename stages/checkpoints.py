@@ -16,8 +16,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "checkpoints"
 RESULTS = Path("reports/checkpoints.json")
@@ -33,7 +32,7 @@ def command(
 ) -> None:
     from pipeline.checkpoints import load_catalogue
 
-    settings = load_params(params)
+    settings = stage_params(params)
     catalogue = load_catalogue(settings.checkpoints.catalogue)
     if table:
         from pipeline.reporting.checkpoints_table import read_results, write_table

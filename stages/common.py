@@ -11,7 +11,7 @@ from typing import Callable
 
 import typer
 
-from pipeline.config import Params
+from pipeline.config import Params, load_params
 from pipeline.errors import PipelineError
 
 EXIT_USER_ERROR = 2
@@ -22,6 +22,16 @@ EXIT_USER_ERROR = 2
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 ParamsOption = typer.Option(Path("params.yaml"), "--params", help="the composed settings file")
+
+
+def stage_params(path: Path) -> Params:
+    """The stage's settings from params.yaml, with the process-wide ones applied first: the CPU
+    thread count (`threads`), whatever OMP_NUM_THREADS says."""
+    settings = load_params(path)
+    from pipeline.runtime import apply_threads  # here: torch loads after MKL_CBWR above is set
+
+    apply_threads(settings.threads)
+    return settings
 
 
 def stage(function: Callable) -> Callable:

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary, training_line
+from stages.common import ParamsOption, stage, stage_params, summary, training_line
 
 NAME = "distill"
 
@@ -24,7 +23,7 @@ def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the U
     from pipeline.training_jobs import distill_task
     from pipeline.training_tasks import check_before_loading
 
-    settings = load_params(params)
+    settings = stage_params(params)
     if teacher not in settings.distill.teachers:
         raise PipelineError(f"--teacher {teacher} is not in distill.teachers; allowed: {', '.join(settings.distill.teachers)}")
     corpus = read_corpus(paths.CORPUS)

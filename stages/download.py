@@ -9,15 +9,14 @@ import time
 from pathlib import Path
 
 from pipeline.data.download import download
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "download"
 
 
 @stage
 def command(params: Path = ParamsOption) -> None:
-    settings = load_params(params)
+    settings = stage_params(params)
     started = time.perf_counter()
     result = download(settings)
     summary(

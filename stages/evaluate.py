@@ -20,8 +20,8 @@ from pathlib import Path
 import typer
 
 from pipeline import paths
-from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, Params, load_params
-from stages.common import ParamsOption, stage, summary
+from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, Params
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "evaluate"
 DEFAULTS = EvalSettings()
@@ -55,7 +55,7 @@ def command(
     if name is not None:
         if model or output:
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
-        settings = load_params(params)  # a bad params file fails before the evaluator's imports (seconds)
+        settings = stage_params(params)  # a bad params file fails before the evaluator's imports (seconds)
         from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
 
         from pipeline.environment import evaluation_environment, write_provenance

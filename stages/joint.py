@@ -7,8 +7,7 @@ last-layer [CLS]), resumable checkpoints in data/checkpoints/joint/ and reports/
 
 from pathlib import Path
 
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary, training_line
+from stages.common import ParamsOption, stage, stage_params, summary, training_line
 
 NAME = "joint"
 
@@ -20,7 +19,7 @@ def command(params: Path = ParamsOption) -> None:
     from pipeline.training_jobs import twin_task
     from pipeline.training_tasks import check_before_loading
 
-    settings = load_params(params)
+    settings = stage_params(params)
     examples = [(sentence,) for sentence in read_corpus(paths.CORPUS)]
     check_before_loading(NAME, len(examples), settings.train, settings, "train")
     result = twin_task(settings).run(examples, settings)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary, tower_settings, training_line
+from stages.common import ParamsOption, stage, stage_params, summary, tower_settings, training_line
 
 NAME = "pretrain"
 
@@ -22,7 +21,7 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
     from pipeline.training_jobs import simcse_task
     from pipeline.training_tasks import check_before_loading, pretraining_examples, read_round_trips
 
-    settings = load_params(params)
+    settings = stage_params(params)
     tower_settings(settings, tower)
     corpus = read_corpus(paths.CORPUS)
     examples = pretraining_examples(corpus, read_round_trips(paths.rtt_file(tower), len(corpus)), settings.pretrain.rtt_as)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params
-from stages.common import ParamsOption, stage, summary
+from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "rtt"
 
@@ -23,7 +22,7 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
     from pipeline.rtt import make_translator
     from pipeline.rtt.tower import translate_tower
 
-    settings = load_params(params)
+    settings = stage_params(params)
     if tower not in settings.towers:
         raise PipelineError(f"unknown tower '{tower}'; the towers in {params} are: {', '.join(settings.towers)}")
     pivot, rtt = settings.towers[tower].lang, settings.rtt

@@ -1,5 +1,5 @@
-"""CI's reproduction check: it passes on the committed results and fails on a moved metric or a
-different round-trip file."""
+"""CI's reproduction check: it passes on the committed results and fails on a moved metric, on any
+output whose hash differs (naming the first) and says which params differ."""
 
 import json
 import subprocess
@@ -14,7 +14,8 @@ SCRIPT = REPO_ROOT / "scripts" / "check_reproduction.py"
 METRICS = {"STS12": {"all": 51.88, "subsets": {"MSRpar": 51.88}}, "avg": 65.92, "model": "backbone", "max_pairs": 300}
 LOCK = {"schema": "2.0", "stages": {
     "rtt@I": {"cmd": "python -m stages rtt --tower I", "outs": [{"path": "data/rtt/I.txt", "md5": "aaa"}]},
-    "pretrain@I": {"cmd": "python -m stages pretrain", "outs": [{"path": "models/I", "md5": "bbb.dir"}]},
+    "pretrain@I": {"cmd": "python -m stages pretrain", "params": {"params.yaml": {"seed": 42, "threads": 2}},
+                   "outs": [{"path": "models/I", "md5": "bbb.dir"}, {"path": "reports/training/I.json", "md5": "eee"}]},
 }}  # fmt: skip
 
 
@@ -64,15 +65,46 @@ def test_a_metric_edited_by_a_tenth_fails(project):
     assert "not reproduced: reports/metrics/backbone.json: STS12.subsets.MSRpar" in result.stdout
 
 
+def edit_lock(folder, change):
+    lock = yaml.safe_load((folder / "dvc.lock").read_text())
+    change(lock["stages"])
+    (folder / "dvc.lock").write_text(yaml.safe_dump(lock))
+
+
 def test_a_different_round_trip_file_fails_even_with_equal_metrics(project):
-    lock = yaml.safe_load((project / "dvc.lock").read_text())
-    lock["stages"]["rtt@I"]["outs"][0]["md5"] = "ccc"
-    lock["stages"]["pretrain@I"]["outs"][0]["md5"] = "ddd.dir"  # not compared: training may differ by CPU
-    (project / "dvc.lock").write_text(yaml.safe_dump(lock))
+    edit_lock(project, lambda stages: stages["rtt@I"]["outs"][0].update(md5="ccc"))
     result = check(project)
     assert result.returncode == 1
-    assert "data/rtt/I.txt: md5 ccc vs committed aaa" in result.stdout
-    assert "models/I" not in result.stdout
+    assert "not reproduced: first output that differs: rtt@I data/rtt/I.txt: md5 ccc vs committed aaa" in result.stdout
+
+
+def test_every_output_is_compared_and_the_first_that_differs_is_named(project):
+    """Trained weights too, not only round trips: the same inputs, seed and thread count give the same bytes."""
+    def change(stages):
+        stages["pretrain@I"]["outs"][0]["md5"] = "ddd.dir"
+        stages["pretrain@I"]["outs"][1]["md5"] = "fff"
+
+    edit_lock(project, change)
+    result = check(project)
+    assert result.returncode == 1
+    assert "outputs compared: 3" in result.stdout
+    lines = [line for line in result.stdout.splitlines() if line.startswith("not reproduced:")]
+    assert lines == [
+        "not reproduced: first output that differs: pretrain@I models/I: md5 ddd.dir vs committed bbb.dir",
+        "not reproduced: pretrain@I reports/training/I.json: md5 fff vs committed eee",
+    ]
+
+
+def test_a_missing_output_and_another_thread_count_are_named(project):
+    def change(stages):
+        stages["pretrain@I"]["params"]["params.yaml"]["threads"] = 1
+        stages["pretrain@I"]["outs"].pop(1)
+
+    edit_lock(project, change)
+    result = check(project)
+    assert result.returncode == 1
+    assert "first output that differs: pretrain@I reports/training/I.json: md5 missing vs committed eee" in result.stdout
+    assert "not reproduced: params differ: params.yaml:threads: 1 vs committed 2" in result.stdout
 
 
 def test_a_missing_metrics_file_fails(project):

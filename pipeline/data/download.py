@@ -4,7 +4,7 @@ Layout written under `data/`:
   raw/corpus.txt      Wiki1M (first `data.wiki.limit` lines) + unlabelled SICK sentences, deduplicated
   raw/senteval/       SentEval-processed STS12–16, STS-B and SICK (the layout of `senteval.tar`)
   raw/original/       the benchmarks as originally released (mirror only, for local MTEB tasks)
-  backbone/           the backbone, Hugging Face format (safetensors + tokenizer)
+  backbone/           the backbone's files as published: config, model.safetensors, tokenizer (copied, not re-saved)
   uc/                 the existing unsupervised checkpoint of the UC ensemble
 """
 

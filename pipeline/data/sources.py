@@ -8,7 +8,6 @@ ways out (a mirror, or a machine that reaches the source).
 from __future__ import annotations
 
 import importlib
-import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,15 @@ from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256_of
 
 PACKAGE_PREFIX = "package:"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILES = (
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
+)  # fmt: skip
+# What a backbone folder holds: the files transformers loads, as published (no sentence-transformers
+# modules, no README, never pytorch_model.bin).
+BACKBONE_FILES = (CONFIG_FILE, WEIGHTS_FILE, *TOKENIZER_FILES)
 
 
 class Mirror:
@@ -73,19 +81,35 @@ def unreachable(what: str, where: str, reason: object) -> PipelineError:
     )
 
 
-def fetch_hub_file(repo_id: str, filename: str, destination: Path, endpoint: str | None, repo_type: str = "dataset") -> Path:
-    """Download one file of a hub repository to `destination` (atomically)."""
+def fetch_hub_file(
+    repo_id: str,
+    filename: str,
+    destination: Path,
+    endpoint: str | None,
+    repo_type: str = "dataset",
+    revision: str | None = None,
+    optional: bool = False,
+) -> Path | None:
+    """Download one file of a hub repository to `destination` (atomically), byte for byte as served.
+    An `optional` file the hub answers it does not have gives None instead of an error."""
     from huggingface_hub import hf_hub_download, hf_hub_url
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
     from huggingface_hub.utils import logging as hub_logging
 
     hub_logging.set_verbosity_error()  # its per-retry warnings would bury the one line that matters
-    url = hf_hub_url(repo_id, filename, repo_type=repo_type, endpoint=endpoint)
+    url = hf_hub_url(repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint)
     destination.parent.mkdir(parents=True, exist_ok=True)
     with scratch_directory(destination.parent) as scratch:
         try:
             downloaded = hf_hub_download(
-                repo_id, filename, repo_type=repo_type, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
+                repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
             )
+        except LocalEntryNotFoundError as error:  # first: offline is an EntryNotFoundError too
+            raise unreachable(filename, url, error) from None
+        except EntryNotFoundError:
+            if optional:
+                return None
+            raise PipelineError(f"{url}: the hub has no such file; check the repository id and revision") from None
         except Exception as error:  # network, HTTP and offline-mode errors all mean "not reachable"
             raise unreachable(filename, url, error) from None
         with atomic_path(destination) as temporary:
@@ -110,21 +134,25 @@ def package_model_dir(source: str) -> Path:
     return folder
 
 
-def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None) -> None:
-    """Save a backbone (weights + tokenizer, safetensors) in Hugging Face format."""
-    from transformers import AutoModel, AutoTokenizer
-
-    if source.startswith(PACKAGE_PREFIX):
-        location, options = str(package_model_dir(source)), {}
-    else:
-        location, options = source, {"revision": revision}
-        if endpoint:
-            os.environ["HF_ENDPOINT"] = endpoint
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(location, **options)
-        model = AutoModel.from_pretrained(location, add_pooling_layer=True, use_safetensors=True, **options)
-    except OSError as error:
-        raise unreachable(f"backbone '{source}'", endpoint or "the Hugging Face hub", error) from None
+def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None) -> list[str]:
+    """Copy a backbone's files as published: config, safetensors weights and tokenizer files, never a
+    pickle. Nothing is re-serialised (no `save_pretrained`), so the bytes do not depend on the
+    installed transformers/tokenizers. Returns the names copied."""
     with atomic_directory(destination) as temporary:
-        model.save_pretrained(temporary, safe_serialization=True)
-        tokenizer.save_pretrained(temporary)
+        if source.startswith(PACKAGE_PREFIX):
+            folder = package_model_dir(source)
+            for name in BACKBONE_FILES:
+                if (folder / name).is_file():
+                    shutil.copyfile(folder / name, temporary / name)
+        else:
+            for name in BACKBONE_FILES:
+                fetch_hub_file(source, name, temporary / name, endpoint, "model", revision, optional=name != CONFIG_FILE)
+        copied = sorted(path.name for path in temporary.iterdir())
+        if WEIGHTS_FILE not in copied:
+            raise PipelineError(
+                f"backbone '{source}' (revision {revision}) publishes no {WEIGHTS_FILE}; pickled weights are never "
+                "loaded: set backbone.revision to one with safetensors (e.g. the hub's conversion pull request, refs/pr/<n>)"
+            )
+        if not set(TOKENIZER_FILES) & set(copied):
+            raise PipelineError(f"backbone '{source}' publishes no tokenizer files ({', '.join(TOKENIZER_FILES)}); pick a backbone that ships its tokenizer")
+    return copied
