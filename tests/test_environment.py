@@ -31,7 +31,7 @@ from pipeline.training import training_step
 from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert
 
-RECORD_KEYS = {"device", "gpu", "versions", "precision", "compile", "world_size", "per_device_batch", "data_sha256",
+RECORD_KEYS = {"device", "gpu", "versions", "threads", "precision", "compile", "world_size", "per_device_batch", "data_sha256",
                "sick_splits"}
 VERSION_KEYS = {"python", "torch", "transformers", "tokenizers", "dvc", "cuda", "cudnn"}
 CPU = torch.device("cpu")
@@ -51,6 +51,7 @@ def test_the_record_holds_every_field_from_the_runtime(tiny_params_dict, data_fi
     assert set(record) == RECORD_KEYS and set(record["versions"]) == VERSION_KEYS
     versions = record["versions"]
     assert versions["torch"] == torch.__version__
+    assert record["threads"] == torch.get_num_threads()
     assert versions["transformers"] == transformers.__version__
     assert versions["tokenizers"] == tokenizers.__version__
     assert versions["python"] == platform.python_version()

@@ -57,7 +57,6 @@ def test_a_few_steps_reduce_the_simcse_loss(backbone, sentences, tmp_path):
     result = run(simcse_task(backbone), examples, tmp_path, settings(max_steps=24, epochs=2, save_every=100), lr=3e-4)
     losses = [row["loss"] for row in result.history]
     assert len(losses) == 24
-    assert result.threads == torch.get_num_threads()  # recorded in the training details
     assert np.mean(losses[-4:]) < 0.9 * np.mean(losses[:4])
 
 
