@@ -267,6 +267,12 @@ def _score(key: str, row: Row, folders: list[str], params: Params, tasks) -> dic
     return evaluate_models({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings)[key]
 
 
+def _is_result(scores, tasks) -> bool:
+    """What `_score` writes: a score per task and the average."""
+    return (isinstance(scores, dict) and isinstance(scores.get("avg"), (int, float))
+            and all(task.name in scores for task in tasks))
+
+
 def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, cache_dir: Path) -> dict:
     """One row's entry of the results: scored (with the commits), not_reached or not_scoreable."""
     entry: dict = {"system": row.system, "block": row.block, "kind": row.kind}
@@ -284,11 +290,13 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
         for tower, (commit, tokenizer_commit) in zip(row.towers, commits)
     ]
     stored = cache_dir / "results" / f"{result_key(row, commits, params)}.json"
-    if stored.is_file():
+    from pipeline.io import read_json_entry, write_json_atomic
+
+    cached = read_json_entry(stored, lambda scores: _is_result(scores, tasks), "checkpoint result cache")
+    if cached is not None:
         log.info("%s: scores from the result cache (%s)", key, stored)
-        return {**entry, "status": "scored", "scores": json.loads(stored.read_text())}
+        return {**entry, "status": "scored", "scores": cached}
     scores = _score(key, row, [str(folder) for folder, _, _ in fetched], params, tasks)
-    from pipeline.io import write_json_atomic
 
     write_json_atomic(stored, scores)
     return {**entry, "status": "scored", "scores": scores}

@@ -4,6 +4,7 @@ the scoring of single, twin and UC rows, the result cache, and the errors."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from pathlib import Path
@@ -230,6 +231,20 @@ def test_rerun_reads_the_result_cache(workspace, towers, monkeypatch):
     files = {**_hub_files(towers), "test/b/resolve/main/model.safetensors": towers["uc"] / "model.safetensors"}
     with hub_standin(files) as (endpoint, _), pytest.raises(pytest.fail.Exception, match="scored again"):
         score_catalogue(workspace(endpoint), rows)  # new weights behind the same revision: a new commit
+
+
+@pytest.mark.parametrize("content", ['{"STSBenchmark": {"te', "{}"])
+def test_a_corrupt_cached_result_is_named_discarded_and_scored_again(workspace, towers, caplog, content):
+    rows = _catalogue({"single": ROWS["single"]})
+    with hub_standin(_hub_files(towers)) as (endpoint, _):
+        first = score_catalogue(workspace(endpoint), rows)
+        (stored,) = Path("data/cache/checkpoints/results").glob("*.json")
+        stored.write_text(content)  # truncated, or a result with no scores (once a "scored" row of dashes)
+        with caplog.at_level(logging.WARNING):
+            again = score_catalogue(workspace(endpoint), rows)
+    assert again == first and math.isfinite(again["rows"]["single"]["scores"]["avg"])
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and stored.name in warnings[0] and "corrupt" in warnings[0]
 
 
 def test_unknown_row_key_is_one_line(workspace):
