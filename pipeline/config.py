@@ -26,6 +26,7 @@ from pipeline.settings_rules import (
     validate_cael,
     validate_cross_mode,
     validate_gaussian,
+    validate_hub_endpoint,
     validate_loss_names,
 )
 
@@ -141,7 +142,7 @@ class TrainSettings(OptimSettings):
     """The twin stage: TNCSE when cael == 0, JTCSE otherwise."""
 
     lr: float = Field(1e-6, gt=0)
-    cael: int = Field(0, ge=0, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
+    cael: int = Field(0, ge=0, strict=True, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
     cross_mode: Literal[CROSS_MODES] = "stream"  # type: ignore[valid-type]
     jtcse_lr: float | None = Field(None, gt=0, description="lr when cael > 0; null = lr")
     jtcse_dropout: float | None = Field(None, ge=0, lt=1, description="dropout when cael > 0; null = dropout")
@@ -152,7 +153,7 @@ class TrainSettings(OptimSettings):
         "pooler", description="the tensor-norm loss's norms: pooler output (the method) or last hidden [CLS] (the study)"
     )
     drop_layernorm: int = Field(
-        0, ge=0, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
+        0, ge=0, strict=True, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
     )
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
 
@@ -196,7 +197,7 @@ class MtebSettings(Section):
 
 
 class EvalSettings(Section):
-    tasks: list[Literal[STS_TASKS]] = list(STS_TASKS)  # type: ignore[valid-type]
+    tasks: list[Literal[STS_TASKS]] = Field(list(STS_TASKS), min_length=1)  # type: ignore[valid-type]
     max_pairs: int | None = Field(
         None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale); null = all"
     )
@@ -250,7 +251,9 @@ class CheckpointSettings(Section):
         "data/backbone", description="what the stand-in serves: a model folder or package:<module>; the backbone "
         "shares its embeddings with evaluate@backbone",
     )
-    rows: list[str] | None = Field(None, description="keys of the rows to score; null = every row of the source")
+    rows: list[str] | None = Field(
+        None, min_length=1, description="keys of the rows to score; null = every row of the source (an empty list scores none)"
+    )
 
 
 class Params(Section):
@@ -303,6 +306,7 @@ class Params(Section):
             validate_cael(self.train.cael, self.backbone.num_layers, backbone=self.backbone.name)
             validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
             validate_loss_names(self.train.losses)
+            validate_hub_endpoint(self.data.hub_endpoint)
             for section in ("pretrain", "train"):
                 gaussian = getattr(self, section).gaussian
                 if gaussian.enabled:

@@ -5,6 +5,8 @@ naming the key, the value and what is allowed."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pipeline.errors import PipelineError
 
 # The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
@@ -99,3 +101,16 @@ def validate_pooler(pooler: str, key: str = "pooler") -> str:
     if pooler not in POOLERS:
         raise PipelineError(f"{key}={pooler} is not a known pooler; allowed: {', '.join(POOLERS)}")
     return pooler
+
+
+def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") -> str | None:
+    """A hub URL with its scheme and host (http(s)://host[:port]), or None for HF_ENDPOINT / the public hub:
+    without a scheme every download stage would fail deep in the HTTP client."""
+    if endpoint is None:
+        return None
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PipelineError(
+            f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}) or null"
+        )
+    return endpoint
