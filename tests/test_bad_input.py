@@ -30,7 +30,7 @@ from pipeline.data.readers import MalformedDataError, load_sts_benchmark
 from pipeline.errors import PipelineError
 from pipeline.evaluation import mteb_tasks
 
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR, REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 SENTEVAL = MIRROR / "senteval"
@@ -50,7 +50,7 @@ def project(tmp_path_factory) -> Path:
     (root / "data" / "rtt").mkdir(parents=True)
     (root / "data" / "rtt" / "I.txt").write_text("\n".join(lines) + "\n")
     shutil.copytree(MIRROR / "raw" / "STSBenchmark", root / "data" / "raw" / "original" / "STSBenchmark")  # local MTEB suites
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw["device"] = "cpu"
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
