@@ -8,6 +8,8 @@ value and what is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -374,8 +376,31 @@ def read_yaml_file(path: Path | str, missing_hint: str) -> Any:
         raise PipelineError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
 
 
+# The text of each params file as a stage loaded it: `check_params_unchanged` compares at the end.
+_LOADED_PARAMS: dict[Path, str] = {}
+
+
 def load_params(path: Path | str = PARAMS_FILE) -> Params:
+    if Path(path).is_file():
+        _LOADED_PARAMS[Path(path).resolve()] = Path(path).read_text(encoding="utf-8", errors="replace")
     raw = read_yaml_file(path, "run from the project root or compose it with `dvc exp run`")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path} must hold a mapping of settings")
     return parse_params(raw)
+
+
+@contextmanager
+def params_unchanged_while_running() -> Iterator[None]:
+    """Refuse to finish a stage whose params file changed while it ran: a second `dvc exp run` in the
+    same workspace composes params.yaml before DVC's lock refuses it, and DVC would record this
+    stage's outputs under the settings it never read. Exit 2 keeps the stage out of dvc.lock."""
+    _LOADED_PARAMS.clear()
+    yield
+    for path, text in _LOADED_PARAMS.items():
+        current = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        if current != text:
+            raise PipelineError(
+                f"{path.name} changed while this stage ran (another `dvc exp run` in this workspace?); its outputs "
+                "follow the settings read at start, so it is not recorded: rerun it, and queue experiments "
+                "(`dvc exp run --queue`, then `dvc queue start`) instead of starting two at once"
+            )

@@ -424,6 +424,32 @@ def test_bad_settings_stop_the_checkpoints_stage_at_load_in_one_line(project):
     assert not (project / "reports" / "checkpoints.json").exists()
 
 
+def test_a_stage_whose_params_file_changed_while_it_ran_is_not_recorded(tmp_path, capsys):
+    """A second `dvc exp run` rewrites params.yaml under a running stage; DVC would record the stage's
+    outputs under settings it never read. The stage exits 2 instead, so DVC keeps it out of dvc.lock."""
+    import typer
+
+    from pipeline.config import load_params
+    from stages.common import stage
+
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_preset()))
+
+    @stage
+    def command(rewrite: bool) -> str:
+        seed = load_params(path).seed
+        if rewrite:  # what the second experiment's Hydra composition does meanwhile
+            path.write_text(yaml.safe_dump({**tiny_preset(), "train": {**tiny_preset()["train"], "cael": 4}}))
+        return f"ran with seed {seed}"
+
+    assert command(False) == f"ran with seed {tiny_preset()['seed']}"
+    with pytest.raises(typer.Exit) as stopped:
+        command(True)
+    assert stopped.value.exit_code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert "params.yaml changed while this stage ran" in line and "dvc exp run --queue" in line
+
+
 @pytest.mark.parametrize(("key", "value", "expected"), [
     ("eval.tasks", [], "eval.tasks: List should have at least 1 item"),  # was an IndexError in the evaluator
     ("train.cael", True, "train.cael=True"),  # was taken as 1
