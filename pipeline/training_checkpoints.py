@@ -68,7 +68,8 @@ def clear_checkpoint_folder(checkpoint_dir: Path) -> None:
     """Remove every checkpoint and best model (not the lock a running run holds)."""
     for entry in checkpoint_dir.iterdir():
         if entry.name != LOCK_FILE:
-            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            # tolerant: under DDP every rank resumes, and may clear the same folder at once
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
 
 
 def best_model_folder(checkpoint_dir: Path, step: int) -> Path:
@@ -178,7 +179,7 @@ def resumable_checkpoint(checkpoint_dir: Path, fingerprint: str, description: st
             older = _complete_checkpoints(checkpoint_dir)[:-1]
             fallback = f"trying {older[-1].name}" if older and older[-1] != folder else "starting over"
             log.warning("%s: checkpoint %s is corrupt (%s); discarded, %s", description, folder, error, fallback)
-            shutil.rmtree(folder)
+            shutil.rmtree(folder, ignore_errors=True)
             continue
         if stored.state.get("fingerprint") != fingerprint:
             log.info("%s: checkpoints in %s belong to other settings; starting over", description, checkpoint_dir)

@@ -227,7 +227,9 @@ def test_when_every_checkpoint_is_corrupt_the_run_starts_over(backbone, sentence
     with caplog.at_level(logging.WARNING):
         again = run(simcse_task(backbone), examples, tmp_path, settings(save_every=2))
     assert again.resumed_from is None and again.steps == 6
-    assert "starting over" in caplog.records[-1].getMessage() if caplog.records else False
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("corrupt" in warning for warning in warnings)
+    assert "step-4" in warnings[0] and "step-2" in warnings[1] and warnings[1].endswith("starting over")
 
 
 def test_twin_and_distill_tasks_train_and_save(sentences, tmp_path):
