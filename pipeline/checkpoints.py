@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from pipeline import paths
 from pipeline.config import Params, describe_validation_error, read_yaml_file
+from pipeline.data.sources import TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HUB_ID
@@ -51,8 +52,6 @@ METRIC_OF_COLUMN = {
     "STS16": ("STS16", "all"), "STS-B": ("STSBenchmark", "test"), "SICK-R": ("SICKRelatedness", "test"), "Avg.": ("avg",),
 }
 TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt", "special_tokens_map.json")
-WEIGHTS_FILE = "model.safetensors"
 COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE = paths.DATA / "cache" / "checkpoints"
 EMBEDDING_CACHE = paths.EMBEDDINGS_CACHE  # shared with the evaluate stage
@@ -272,6 +271,12 @@ def _score(key: str, row: Row, folders: list[str], params: Params, tasks, resamp
     return scores_with_intervals(table, tasks, resamples)[0]
 
 
+def _is_result(scores, tasks) -> bool:
+    """What `_score` writes: a score per task and the average."""
+    return (isinstance(scores, dict) and isinstance(scores.get("avg"), (int, float))
+            and all(task.name in scores for task in tasks))
+
+
 def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, cache_dir: Path,
               resamples: Resamples | None = None) -> dict:
     """One row's entry of the results: scored (with the commits; with `resamples`, the scores' bootstrap
@@ -291,11 +296,13 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
         for tower, (commit, tokenizer_commit) in zip(row.towers, commits)
     ]
     stored = cache_dir / "results" / f"{result_key(row, commits, params)}.json"
-    if stored.is_file():
+    from pipeline.io import read_json_entry, write_json_atomic
+
+    cached = read_json_entry(stored, lambda scores: _is_result(scores, tasks), "checkpoint result cache")
+    if cached is not None:
         log.info("%s: scores from the result cache (%s)", key, stored)
-        return {**entry, "status": "scored", "scores": json.loads(stored.read_text())}
+        return {**entry, "status": "scored", "scores": cached}
     scores = _score(key, row, [str(folder) for folder, _, _ in fetched], params, tasks, resamples)
-    from pipeline.io import write_json_atomic
 
     write_json_atomic(stored, scores)
     return {**entry, "status": "scored", "scores": scores}

@@ -8,6 +8,8 @@ value and what is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +29,7 @@ from pipeline.settings_rules import (
     validate_cael,
     validate_cross_mode,
     validate_gaussian,
+    validate_hub_endpoint,
     validate_loss_names,
     validate_precision,
 )
@@ -148,7 +151,7 @@ class TrainSettings(OptimSettings):
     """The twin stage: TNCSE when cael == 0, JTCSE otherwise."""
 
     lr: float = Field(1e-6, gt=0)
-    cael: int = Field(0, ge=0, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
+    cael: int = Field(0, ge=0, strict=True, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
     cross_mode: Literal[CROSS_MODES] = "stream"  # type: ignore[valid-type]
     jtcse_lr: float | None = Field(None, gt=0, description="lr when cael > 0; null = lr")
     jtcse_dropout: float | None = Field(None, ge=0, lt=1, description="dropout when cael > 0; null = dropout")
@@ -159,7 +162,7 @@ class TrainSettings(OptimSettings):
         "pooler", description="the tensor-norm loss's norms: pooler output (the method) or last hidden [CLS] (the study)"
     )
     drop_layernorm: int = Field(
-        0, ge=0, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
+        0, ge=0, strict=True, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
     )
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
 
@@ -203,7 +206,7 @@ class MtebSettings(Section):
 
 
 class EvalSettings(Section):
-    tasks: list[Literal[STS_TASKS]] = list(STS_TASKS)  # type: ignore[valid-type]
+    tasks: list[Literal[STS_TASKS]] = Field(list(STS_TASKS), min_length=1)  # type: ignore[valid-type]
     max_pairs: int | None = Field(
         None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale): a uniform "
         "sample drawn with `seed` across the task's subsets; null = all"
@@ -269,7 +272,9 @@ class CheckpointSettings(Section):
         "data/backbone", description="what the stand-in serves: a model folder or package:<module>; the backbone "
         "shares its embeddings with evaluate@backbone",
     )
-    rows: list[str] | None = Field(None, description="keys of the rows to score; null = every row of the source")
+    rows: list[str] | None = Field(
+        None, min_length=1, description="keys of the rows to score; null = every row of the source (an empty list scores none)"
+    )
 
 
 class Params(Section):
@@ -326,6 +331,7 @@ class Params(Section):
             validate_cael(self.train.cael, self.backbone.num_layers, backbone=self.backbone.name)
             validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
             validate_loss_names(self.train.losses)
+            validate_hub_endpoint(self.data.hub_endpoint)
             for section in ("pretrain", "train"):
                 gaussian = getattr(self, section).gaussian
                 if gaussian.enabled:
@@ -401,8 +407,31 @@ def read_yaml_file(path: Path | str, missing_hint: str) -> Any:
         raise PipelineError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
 
 
+# The text of each params file as a stage loaded it: `check_params_unchanged` compares at the end.
+_LOADED_PARAMS: dict[Path, str] = {}
+
+
 def load_params(path: Path | str = PARAMS_FILE) -> Params:
+    if Path(path).is_file():
+        _LOADED_PARAMS[Path(path).resolve()] = Path(path).read_text(encoding="utf-8", errors="replace")
     raw = read_yaml_file(path, "run from the project root or compose it with `dvc exp run`")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path} must hold a mapping of settings")
     return parse_params(raw)
+
+
+@contextmanager
+def params_unchanged_while_running() -> Iterator[None]:
+    """Refuse to finish a stage whose params file changed while it ran: a second `dvc exp run` in the
+    same workspace composes params.yaml before DVC's lock refuses it, and DVC would record this
+    stage's outputs under the settings it never read. Exit 2 keeps the stage out of dvc.lock."""
+    _LOADED_PARAMS.clear()
+    yield
+    for path, text in _LOADED_PARAMS.items():
+        current = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        if current != text:
+            raise PipelineError(
+                f"{path.name} changed while this stage ran (another `dvc exp run` in this workspace?); its outputs "
+                "follow the settings read at start, so it is not recorded: rerun it, and queue experiments "
+                "(`dvc exp run --queue`, then `dvc queue start`) instead of starting two at once"
+            )

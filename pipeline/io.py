@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import secrets
 import shutil
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from pipeline.errors import PipelineError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 # Temporary files and folders of atomic writes under the project root live here, not beside their
 # destination: never inside a DVC output folder (or a git-tracked one such as reports/tables/),
 # and leftovers of a killed run are swept by the next write (`_sweep_scratch`).
 SCRATCH = Path(".tmp")
+PID_MAX = 2**22  # Linux's PID_MAX_LIMIT: a larger number in a scratch name is no process of ours
 
 
 def _pid_alive(pid: int) -> bool:
@@ -40,7 +46,7 @@ def _sweep_scratch(scratch: Path) -> None:
     """Remove what processes that no longer run left in the scratch folder (names start `<pid>-`)."""
     for entry in scratch.glob("*-*"):
         pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and 0 < int(pid) <= PID_MAX and int(pid) != os.getpid() and not _pid_alive(int(pid)):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
 
 
@@ -54,11 +60,35 @@ def _temporary_name(destination: Path) -> Path:
     tag = f"{os.getpid()}-{secrets.token_hex(4)}-{destination.name}"
     scratch = Path.cwd() / SCRATCH
     if parent.is_relative_to(Path.cwd()):
+        if scratch.exists() and not scratch.is_dir():
+            raise PipelineError(f"{scratch} is not a folder; it is the scratch folder of atomic writes: remove that file and rerun")
         scratch.mkdir(exist_ok=True)
         if scratch.stat().st_dev == parent.stat().st_dev:
             _sweep_scratch(scratch)
             return scratch / tag
     return parent / f".{tag}"
+
+
+def _current_umask() -> int:
+    """The process's umask, read without setting it (os.umask would change it for other threads meanwhile)."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    umask = os.umask(0o022)  # no /proc (not Linux): read it by setting it back at once
+    os.umask(umask)
+    return umask
+
+
+def _usual_permissions(path: Path) -> None:
+    """Files 0666 and folders 0777 less the umask, as a plain write makes them: libraries that write
+    through `tempfile.mkstemp` (safetensors, a model's save) leave 0600, unreadable to a group."""
+    umask = _current_umask()
+    entries = [path, *path.rglob("*")] if path.is_dir() else [path]
+    for entry in entries:
+        if not entry.is_symlink():
+            entry.chmod((0o777 if entry.is_dir() else 0o666) & ~umask)
 
 
 @contextmanager
@@ -74,6 +104,7 @@ def atomic_path(destination: Path) -> Iterator[Path]:
     os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
         yield temporary
+        _usual_permissions(temporary)  # a writer may have replaced the file with its own mkstemp twin
         os.replace(temporary, destination)
     finally:
         temporary.unlink(missing_ok=True)
@@ -94,6 +125,7 @@ def atomic_directory(destination: Path) -> Iterator[Path]:
     old = temporary.with_name(temporary.name + ".old")
     try:
         yield temporary
+        _usual_permissions(temporary)
         if destination.exists():
             os.replace(destination, old)
             try:
@@ -159,3 +191,41 @@ def sha256_of(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# ---- caches: verified on read, a corrupt entry discarded and recomputed ---------------------------
+
+
+class CorruptEntry(Exception):
+    """A cache entry that parses but is not what its writer writes (the message says what is wrong)."""
+
+
+# What reading a damaged file raises: truncated zips (np.load), bad JSON/UTF-8 (ValueError), missing arrays.
+_READ_FAILURES = (CorruptEntry, OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile)
+
+
+def read_cache_entry(path: Path, read: Callable[[Path], T], what: str) -> T | None:
+    """The cache entry at `path` as `read` returns it, or None to recompute it: when there is none,
+    or when it is corrupt — then it is named in one warning line and removed."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return read(path)
+    except _READ_FAILURES as error:
+        reason = (str(error).splitlines() or [type(error).__name__])[0]
+        log.warning("%s %s is corrupt (%s: %s); discarded, it will be recomputed", what, path, type(error).__name__, reason)
+        path.unlink(missing_ok=True)
+        return None
+
+
+def read_json_entry(path: Path, is_valid: Callable[[Any], bool], what: str) -> Any | None:
+    """A JSON cache entry that `is_valid` accepts (else discarded as `read_cache_entry` does), or None."""
+
+    def read(file: Path) -> Any:
+        value = json.loads(file.read_text(encoding="utf-8"))
+        if not is_valid(value):
+            raise CorruptEntry("not the layout this cache holds")
+        return value
+
+    return read_cache_entry(path, read, what)

@@ -5,6 +5,8 @@ naming the key, the value and what is allowed."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pipeline.errors import PipelineError
 
 # The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
@@ -115,3 +117,16 @@ def validate_precision(precision: str, device_type: str, key: str, device_settin
             chosen = f"device={device_setting}" + ("" if device_setting == device_type else f" runs on {device_type}")
         raise PipelineError(f"{key}={precision} needs a CUDA GPU but {chosen}; on CPU set {key}: fp32")
     return precision
+
+
+def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") -> str | None:
+    """A hub URL with its scheme and host (http(s)://host[:port]), or None for HF_ENDPOINT / the public hub:
+    without a scheme every download stage would fail deep in the HTTP client."""
+    if endpoint is None:
+        return None
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PipelineError(
+            f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}) or null"
+        )
+    return endpoint

@@ -8,8 +8,8 @@ how the result is saved); `train` does the rest, in four phases read top to bott
    are all-reduced once per step, on the last micro-batch), optional clipping of the accumulated
    gradient, AdamW (fused on CUDA) with a linear or constant schedule;
 3. **evaluate and keep the best**: STS-B dev every `eval_every` steps (and at the end), the best
-   weights kept for the output;
-4. **finish**: the best (or final) model written in Hugging Face format, the checkpoints removed.
+   weights kept for the output (`best-<step>/`, the step the metrics name);
+4. **finish**: the best (or, with no scorer, the final) model written in Hugging Face format, the checkpoints removed.
 
 Batches come from `pipeline.batching` (tokenised once per stage, seeded uniform random batches or
 length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
@@ -19,12 +19,12 @@ evaluation, before a checkpoint and at the end (`LossLog`), so the host never wa
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
 With `compile` (`auto`: on CUDA) the model's forward runs through `torch.compile`.
 Checkpoints (`<checkpoint_dir>/step-<N>/`, `pipeline.training_checkpoints`) survive a kill; a rerun with
-the same fingerprint resumes from the newest.
+the same fingerprint resumes from the newest readable one (a corrupt one is named and skipped). The
+checkpoint folder is held by one run at a time (a second run of the same stage is refused).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import shutil
@@ -41,7 +41,10 @@ from tqdm.auto import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from pipeline.batching import Batch, TokenizedExamples, Tokenizers, batch_loader, epoch_batches, steps_per_epoch, to_device
-from pipeline.training_checkpoints import latest_checkpoint, load_checkpoint, save_checkpoint, unwrap
+from pipeline.training_checkpoints import (
+    apply_checkpoint, best_model_folder, hold_checkpoint_folder, latest_checkpoint, prune_best_models,
+    resumable_checkpoint, save_checkpoint, unwrap,
+)
 from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, write_json_atomic, write_text_atomic
@@ -242,9 +245,9 @@ class _Run:
     losses: LossLog | None = None
     scaler: torch.amp.GradScaler | None = None
 
-    @property
     def best_dir(self) -> Path:
-        return self.checkpoint_dir / "best"
+        """The folder of the best model so far (`best-<step>/`, the step its metrics name)."""
+        return best_model_folder(self.checkpoint_dir, self.best_step)
 
 
 def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext):
@@ -263,22 +266,15 @@ def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps
 
 
 def _resume(run: _Run, total_steps: int) -> None:
-    """Phase 1: continue from the newest whole checkpoint written under the same fingerprint."""
+    """Phase 1: continue from the newest whole, readable checkpoint written under the same fingerprint."""
     run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    latest = latest_checkpoint(run.checkpoint_dir)
-    if latest is not None and json.loads((latest / "state.json").read_text()).get("fingerprint") != run.fingerprint:
-        log.info("%s: checkpoints in %s belong to other settings; starting over", run.description, run.checkpoint_dir)
-        shutil.rmtree(run.checkpoint_dir)
-        run.checkpoint_dir.mkdir(parents=True)
-        latest = None
-    if latest is None:
-        shutil.rmtree(run.best_dir, ignore_errors=True)  # a best model of no checkpointed run
-    else:
-        state = load_checkpoint(latest, run.model, run.optimizer, run.scheduler, run.context.device)
+    stored = resumable_checkpoint(run.checkpoint_dir, run.fingerprint, run.description)
+    if stored is not None:
+        state = apply_checkpoint(stored, run.model, run.optimizer, run.scheduler, run.context.device)
         run.step, run.best_dev, run.best_step = state["step"], state["best_dev"], state["best_step"]
         run.history[:] = state["history"]
         run.resumed_from = run.step
-        log.info("%s: resuming from checkpoint %s (step %d of %d)", run.description, latest, run.step, total_steps)
+        log.info("%s: resuming from checkpoint %s (step %d of %d)", run.description, stored.folder, run.step, total_steps)
 
 
 def _epoch_groups(data: TokenizedExamples, settings: OptimSettings, seed: int, step: int, epoch_steps: int,
@@ -314,8 +310,9 @@ def _evaluate_and_keep_best(run: _Run) -> None:
         run.history.append({"step": run.step, "dev_stsb": score})
     if run.best_dev is None or score > run.best_dev:
         run.best_dev, run.best_step = score, run.step
-        with atomic_directory(run.best_dir) as folder:
+        with atomic_directory(run.best_dir()) as folder:  # a new folder: the kept ones stay whole
             run.task.save(model, folder)
+        prune_best_models(run.checkpoint_dir, run.best_step)
     log.info("%s: step %d STS-B dev %.2f (best %.2f at step %d)", run.description, run.step, score, run.best_dev,
              run.best_step)
 
@@ -326,19 +323,26 @@ def _checkpoint(run: _Run) -> None:
         state = {"step": run.step, "best_dev": run.best_dev, "best_step": run.best_step, "history": run.history,
                  "fingerprint": run.fingerprint}
         save_checkpoint(run.checkpoint_dir, run.step, run.model, run.optimizer, run.scheduler, state, run.context.device)
+        prune_best_models(run.checkpoint_dir, run.best_step)
 
 
 def _finish(run: _Run, output_dir: Path, steps_per_second: float) -> TrainingResult:
-    """Phase 4: the best (else the final) model to `output_dir`; the finished run's checkpoints removed."""
+    """Phase 4: the best model (the final one when nothing is scored) to `output_dir`; the finished
+    run's checkpoints removed. The best model is the one of the step its metrics name, or an error."""
     if run.context.is_main:
+        if run.best_step is not None and not run.best_dir().is_dir():
+            raise PipelineError(
+                f"{run.description}: the best model (step {run.best_step}, STS-B dev {run.best_dev:.2f}) is missing: "
+                f"{run.best_dir()} was removed during the run; delete {run.checkpoint_dir} to train again"
+            )
         with atomic_directory(output_dir) as folder:
-            if run.best_dir.is_dir():
-                shutil.copytree(run.best_dir, folder, dirs_exist_ok=True)
+            if run.best_step is not None:
+                shutil.copytree(run.best_dir(), folder, dirs_exist_ok=True)
             else:
                 run.task.save(unwrap(run.model), folder)
         # The run is complete: its checkpoints have served; a forced rerun starts over. The folder
-        # keeps only a fixed note, so DVC sees the same (uncached, persistent) output after every run.
-        for finished in [*run.checkpoint_dir.glob("step-*"), run.best_dir]:
+        # keeps only a fixed note (and the lock file), so a rerun finds nothing to resume.
+        for finished in [*run.checkpoint_dir.glob("step-*"), *run.checkpoint_dir.glob("best-*")]:
             shutil.rmtree(finished, ignore_errors=True)
         write_text_atomic(run.checkpoint_dir / COMPLETED_NOTE, "the last run completed; checkpoints appear here while one runs\n")
     return TrainingResult(
@@ -371,6 +375,13 @@ def train(
     `fingerprint` (the settings and inputs that define the run); one written under another
     fingerprint is discarded instead of resumed. `loss_hook`: see `training_step`.
     """
+    with hold_checkpoint_folder(checkpoint_dir, description) if context.is_main else nullcontext():
+        return _train(task, examples, tokenizer, settings, lr, output_dir, checkpoint_dir, context, seed, dev_score,
+                      description, fingerprint, loss_hook)
+
+
+def _train(task, examples, tokenizer, settings, lr, output_dir, checkpoint_dir, context, seed, dev_score, description,
+           fingerprint, loss_hook) -> TrainingResult:
     seed_everything(seed)
     data = TokenizedExamples(tokenizer, examples, settings.max_length)
     epoch_steps, total_steps = planned_steps(len(examples), settings, description, context.world_size)

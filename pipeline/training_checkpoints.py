@@ -1,31 +1,85 @@
 """Checkpoints of the training loop: `<checkpoint_dir>/step-<N>/` holds the trained module's weights
 (safetensors), the optimizer and scheduler state and the CPU and CUDA RNG states in
 `training_state.pt` (`torch.load(weights_only=True)` on resume — only files this loop wrote
-itself), and `state.json` (step, best dev score, history, fingerprint), written last. Each is
-written into a temporary folder and renamed, so a killed run leaves only whole checkpoints; the
-newest two are kept.
+itself), and `state.json` (step, best dev score, history, fingerprint, the SHA-256 of the other
+two files), written last. Each is written into a temporary folder and renamed, so a killed run
+leaves only whole checkpoints; the newest two are kept. A checkpoint that fails to read or to match
+its recorded checksums is named, discarded, and the next older one tried (`resumable_checkpoint`).
+
+The best model so far lives in `best-<step>/`, a new folder per new best: it is never replaced in
+place, so a kill at any moment leaves the folder that each kept checkpoint names
+(`prune_best_models` removes the others). The folder holding all this is the run's alone while it
+trains (`hold_checkpoint_folder`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
+import os
+import pickle
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from pipeline.io import atomic_directory
+from pipeline.errors import PipelineError
+from pipeline.io import atomic_directory, sha256_of
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+CHECKSUMMED = ("model.safetensors", "training_state.pt")
 
 
 def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
+@contextmanager
+def hold_checkpoint_folder(checkpoint_dir: Path, description: str) -> Iterator[None]:
+    """The folder is this run's until the block ends: a second run of the same stage is refused.
+
+    `flock` on a file in the folder: the kernel releases it when the process dies, so a killed run
+    never leaves a stale lock behind."""
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    handle = os.open(checkpoint_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PipelineError(
+                f"{description}: another run of this stage is training in {checkpoint_dir} (it holds "
+                f"{checkpoint_dir / LOCK_FILE}); wait for it to finish or stop it, then rerun"
+            ) from None
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def clear_checkpoint_folder(checkpoint_dir: Path) -> None:
+    """Remove every checkpoint and best model (not the lock a running run holds)."""
+    for entry in checkpoint_dir.iterdir():
+        if entry.name != LOCK_FILE:
+            # tolerant: under DDP every rank resumes, and may clear the same folder at once
+            shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+
+
+def best_model_folder(checkpoint_dir: Path, step: int) -> Path:
+    return checkpoint_dir / f"best-{step}"
+
+
 def _complete_checkpoints(checkpoint_dir: Path) -> list[Path]:
     """Whole checkpoints (their state.json written last), oldest first."""
-    complete = [path for path in checkpoint_dir.glob("step-*") if (path / "state.json").is_file()]
+    complete = [path for path in checkpoint_dir.glob("step-*")
+                if path.name[len("step-"):].isdigit() and (path / "state.json").is_file()]
     return sorted(complete, key=lambda path: int(path.name.split("-")[1]))
 
 
@@ -51,17 +105,106 @@ def save_checkpoint(checkpoint_dir: Path, step: int, model: nn.Module, optimizer
             {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **_rng_states(device)},
             folder / "training_state.pt",
         )
-        (folder / "state.json").write_text(json.dumps(state))
+        checksums = {name: sha256_of(folder / name) for name in CHECKSUMMED}
+        (folder / "state.json").write_text(json.dumps({**state, "checksums": checksums}))
     for old in _complete_checkpoints(checkpoint_dir)[:-2]:  # the newest two: a kill during a save leaves one
         shutil.rmtree(old, ignore_errors=True)
 
 
+class CorruptCheckpoint(Exception):
+    """A checkpoint that cannot be read back as written (the message names the file and why)."""
+
+
+@dataclass
+class StoredCheckpoint:
+    """A checkpoint read whole into memory, before anything of the run is touched."""
+
+    folder: Path
+    weights: dict[str, torch.Tensor]
+    training_state: dict
+    state: dict
+
+
+def _read_state(folder: Path) -> dict:
+    try:
+        state = json.loads((folder / "state.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CorruptCheckpoint(f"state.json: {error}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        raise CorruptCheckpoint("state.json: no step recorded")
+    return state
+
+
+def read_checkpoint(folder: Path) -> StoredCheckpoint:
+    """The checkpoint in `folder`, every file checked; `CorruptCheckpoint` if any fails."""
+    state = _read_state(folder)
+    for name, expected in state.get("checksums", {}).items():  # checkpoints of older versions have none
+        if not (folder / name).is_file() or sha256_of(folder / name) != expected:
+            raise CorruptCheckpoint(f"{name}: missing or not what was written (checksum differs)")
+    try:
+        weights = load_file(folder / "model.safetensors")
+    except (OSError, SafetensorError) as error:
+        raise CorruptCheckpoint(f"model.safetensors: {error}") from None
+    try:
+        training_state = torch.load(folder / "training_state.pt", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
+        raise CorruptCheckpoint(f"training_state.pt: {str(error).splitlines()[0]}") from None
+    return StoredCheckpoint(folder, weights, training_state, state)
+
+
+def apply_checkpoint(stored: StoredCheckpoint, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
+    """Put a read checkpoint's weights, optimizer, schedule and RNG states in place; its state.json."""
+    unwrap(model).load_state_dict(stored.weights, strict=True)
+    optimizer.load_state_dict(stored.training_state["optimizer"])
+    scheduler.load_state_dict(stored.training_state["scheduler"])
+    torch.set_rng_state(stored.training_state["rng"])
+    if device.type == "cuda" and "cuda_rng" in stored.training_state:
+        torch.cuda.set_rng_state(stored.training_state["cuda_rng"], device)
+    return stored.state
+
+
 def load_checkpoint(folder: Path, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
-    unwrap(model).load_state_dict(load_file(folder / "model.safetensors"), strict=True)
-    training_state = torch.load(folder / "training_state.pt", weights_only=True)
-    optimizer.load_state_dict(training_state["optimizer"])
-    scheduler.load_state_dict(training_state["scheduler"])
-    torch.set_rng_state(training_state["rng"])
-    if device.type == "cuda" and "cuda_rng" in training_state:
-        torch.cuda.set_rng_state(training_state["cuda_rng"], device)
-    return json.loads((folder / "state.json").read_text())
+    return apply_checkpoint(read_checkpoint(folder), model, optimizer, scheduler, device)
+
+
+def resumable_checkpoint(checkpoint_dir: Path, fingerprint: str, description: str) -> StoredCheckpoint | None:
+    """The newest whole, readable checkpoint of this fingerprint, or None to start over.
+
+    A corrupt one is named in one line, removed, and the next older one tried; checkpoints of other
+    settings are all removed (with the best models), as is a best model no checkpoint names."""
+    for folder in reversed(_complete_checkpoints(checkpoint_dir)):
+        try:
+            stored = read_checkpoint(folder)
+        except CorruptCheckpoint as error:
+            older = _complete_checkpoints(checkpoint_dir)[:-1]
+            fallback = f"trying {older[-1].name}" if older and older[-1] != folder else "starting over"
+            log.warning("%s: checkpoint %s is corrupt (%s); discarded, %s", description, folder, error, fallback)
+            shutil.rmtree(folder, ignore_errors=True)
+            continue
+        if stored.state.get("fingerprint") != fingerprint:
+            log.info("%s: checkpoints in %s belong to other settings; starting over", description, checkpoint_dir)
+            break
+        best_step = stored.state["best_step"]
+        if best_step is not None and not best_model_folder(checkpoint_dir, best_step).is_dir():
+            raise PipelineError(
+                f"{description}: checkpoint {folder} names the best model of step {best_step}, but "
+                f"{best_model_folder(checkpoint_dir, best_step)} is missing; delete {checkpoint_dir} to train again"
+            )
+        prune_best_models(checkpoint_dir, best_step)
+        return stored
+    clear_checkpoint_folder(checkpoint_dir)
+    return None
+
+
+def prune_best_models(checkpoint_dir: Path, current_best: int | None) -> None:
+    """Remove the best-model folders that neither the run now nor a kept checkpoint names."""
+    named = {current_best}
+    for folder in _complete_checkpoints(checkpoint_dir):
+        try:
+            named.add(_read_state(folder).get("best_step"))
+        except CorruptCheckpoint:
+            pass  # resuming will discard it
+    for best in checkpoint_dir.glob("best-*"):
+        suffix = best.name[len("best-"):]
+        if not (suffix.isdigit() and int(suffix) in named):
+            shutil.rmtree(best, ignore_errors=True)

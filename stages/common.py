@@ -11,7 +11,7 @@ from typing import Callable
 
 import typer
 
-from pipeline.config import Params, load_params
+from pipeline.config import Params, load_params, params_unchanged_while_running
 from pipeline.errors import PipelineError
 
 EXIT_USER_ERROR = 2
@@ -41,7 +41,8 @@ def stage(function: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
         try:
-            return function(*args, **kwargs)
+            with params_unchanged_while_running():
+                return function(*args, **kwargs)
         except PipelineError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(EXIT_USER_ERROR) from None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,10 +22,33 @@ def mirror() -> Path:
     return MIRROR
 
 
+@functools.cache
+def _composed_tiny_preset() -> dict:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
+        return OmegaConf.to_container(compose(config_name="config"), resolve=True)
+
+
+def tiny_preset() -> dict:
+    """A fresh copy of the tiny preset composed from conf/ (what the committed params.yaml holds).
+
+    Never the workspace's params.yaml: `dvc exp run -S ...` rewrites that file (and reports/), and
+    the tests must pass in such a workspace as in a fresh clone."""
+    return copy.deepcopy(_composed_tiny_preset())
+
+
+def committed_text(path: str) -> str:
+    """A file as committed (git's HEAD), not as the workspace's last run left it; the file itself
+    outside a git checkout (an unpacked release)."""
+    shown = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=REPO_ROOT, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else (REPO_ROOT / path).read_text()
+
+
 @pytest.fixture
 def tiny_params_dict() -> dict:
-    """A fresh copy of the committed params.yaml (the tiny preset), mirror as an absolute path."""
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
-    raw = copy.deepcopy(raw)
+    """A fresh copy of the tiny preset (`tiny_preset`), mirror as an absolute path."""
+    raw = tiny_preset()
     raw["data"]["mirror"] = str(MIRROR)
     return raw

@@ -30,7 +30,7 @@ from pipeline.data.readers import MalformedDataError, load_sts_benchmark
 from pipeline.errors import PipelineError
 from pipeline.evaluation import mteb_tasks
 
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR, REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 SENTEVAL = MIRROR / "senteval"
@@ -50,7 +50,7 @@ def project(tmp_path_factory) -> Path:
     (root / "data" / "rtt").mkdir(parents=True)
     (root / "data" / "rtt" / "I.txt").write_text("\n".join(lines) + "\n")
     shutil.copytree(MIRROR / "raw" / "STSBenchmark", root / "data" / "raw" / "original" / "STSBenchmark")  # local MTEB suites
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw["device"] = "cpu"
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
@@ -369,6 +369,100 @@ def test_outputs_get_the_usual_umask_permissions(tmp_path):
         os.umask(previous)
     assert (tmp_path / "metrics.json").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "model").stat().st_mode & 0o777 == 0o755
+
+
+def test_written_weights_get_the_usual_permissions_too(tmp_path):
+    """safetensors writes through its own mkstemp twin (0600); outputs are 0666 less the umask."""
+    from safetensors.torch import save_file
+
+    previous = os.umask(0o022)
+    try:
+        with atomic_io.atomic_directory(tmp_path / "model") as folder:
+            save_file({"w": torch.zeros(2)}, folder / "model.safetensors")
+            (folder / "sub").mkdir(mode=0o700)
+            save_file({"w": torch.zeros(2)}, folder / "sub" / "model.safetensors")
+        with atomic_io.atomic_path(tmp_path / "alone.safetensors") as temporary:
+            save_file({"w": torch.zeros(2)}, temporary)
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "model" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "model" / "sub").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "model" / "sub" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "alone.safetensors").stat().st_mode & 0o777 == 0o644
+
+
+def test_a_scratch_name_whose_number_is_no_pid_is_left_alone(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".tmp").mkdir()
+    (tmp_path / ".tmp" / "99999999999-x").write_text("not ours")  # os.kill would raise OverflowError
+    atomic_io.write_text_atomic(Path("reports") / "t.md", "x")
+    assert (tmp_path / "reports" / "t.md").read_text() == "x"
+    assert (tmp_path / ".tmp" / "99999999999-x").read_text() == "not ours"
+
+
+def test_a_file_in_place_of_the_scratch_folder_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".tmp").write_text("")
+    with pytest.raises(PipelineError, match=r"\.tmp is not a folder.*remove") as error:
+        atomic_io.write_text_atomic(Path("reports") / "t.md", "x")
+    assert "\n" not in str(error.value) and not (tmp_path / "reports" / "t.md").exists()
+
+
+def test_bad_settings_stop_the_checkpoints_stage_at_load_in_one_line(project):
+    """An endpoint without a scheme was a traceback deep in the HTTP client; `rows: []` scored nothing,
+    exited 0 and overwrote reports/checkpoints.json with no rows."""
+    (project / "conf").mkdir(exist_ok=True)
+    shutil.copy(REPO_ROOT / "conf" / "checkpoints.yaml", project / "conf" / "checkpoints.yaml")
+    cases = {
+        "endpoint": ({"data.hub_endpoint": "127.0.0.1:9", "checkpoints.source": "hub"},
+                     "data.hub_endpoint='127.0.0.1:9' is not a hub URL"),
+        "no-rows": ({"checkpoints.rows": []}, "checkpoints.rows"),
+    }
+    for name, (overrides, expected) in cases.items():
+        line = one_line_exit_2(run_stage(project, "checkpoints", "--params", str(with_settings(project, name, **overrides))))
+        assert expected in line, (name, line)
+    assert not (project / "reports" / "checkpoints.json").exists()
+
+
+def test_a_stage_whose_params_file_changed_while_it_ran_is_not_recorded(tmp_path, capsys):
+    """A second `dvc exp run` rewrites params.yaml under a running stage; DVC would record the stage's
+    outputs under settings it never read. The stage exits 2 instead, so DVC keeps it out of dvc.lock."""
+    import typer
+
+    from pipeline.config import load_params
+    from stages.common import stage
+
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(tiny_preset()))
+
+    @stage
+    def command(rewrite: bool) -> str:
+        seed = load_params(path).seed
+        if rewrite:  # what the second experiment's Hydra composition does meanwhile
+            path.write_text(yaml.safe_dump({**tiny_preset(), "train": {**tiny_preset()["train"], "cael": 4}}))
+        return f"ran with seed {seed}"
+
+    assert command(False) == f"ran with seed {tiny_preset()['seed']}"
+    with pytest.raises(typer.Exit) as stopped:
+        command(True)
+    assert stopped.value.exit_code == 2
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert "params.yaml changed while this stage ran" in line and "dvc exp run --queue" in line
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("eval.tasks", [], "eval.tasks: List should have at least 1 item"),  # was an IndexError in the evaluator
+    ("train.cael", True, "train.cael=True"),  # was taken as 1
+    ("train.drop_layernorm", True, "train.drop_layernorm=True"),
+    ("checkpoints.rows", [], "checkpoints.rows: List should have at least 1 item"),
+    ("data.hub_endpoint", "127.0.0.1:9", "is not a hub URL; allowed: http(s)://host[:port]"),
+])
+def test_settings_of_the_wrong_kind_are_refused_at_load(tiny_params_dict, key, value, expected):
+    section, name = key.split(".")
+    tiny_params_dict.setdefault(section, {})[name] = value
+    with pytest.raises(PipelineError) as error:
+        parse_params(tiny_params_dict)
+    assert expected in str(error.value) and "\n" not in str(error.value)
 
 
 # ----------------------------------------------------------------------------- rules between settings, at load

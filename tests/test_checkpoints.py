@@ -4,6 +4,7 @@ the scoring of single, twin and UC rows, the result cache, and the errors."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from pathlib import Path
@@ -161,6 +162,7 @@ def workspace(tmp_path, monkeypatch, mirror, tiny_params_dict):
 
     def params(endpoint: str | None, **checkpoint_settings):
         raw = dict(tiny_params_dict)
+        raw["device"] = "cpu"  # as `_direct` embeds: device auto would take a GPU where there is one
         raw["eval"] = {**raw["eval"], "tasks": TASKS, "max_pairs": 100}
         raw["data"] = {**raw["data"], "hub_endpoint": endpoint}
         raw["checkpoints"] = {**raw.get("checkpoints", {}), "catalogue": str(CATALOGUE), "source": "hub", **checkpoint_settings}
@@ -172,7 +174,10 @@ def workspace(tmp_path, monkeypatch, mirror, tiny_params_dict):
 def _direct(folders: list[Path], weights: list[float], tasks) -> dict:
     """The scores of Σ w_i · tower_i computed here, from each tower's own embeddings."""
     sentences = sorted(set(task_sentences(tasks)))
-    embedded = [HFEmbedder(folder, "cls_before_pooler", 128, 64, "cpu")(sentences).numpy() for folder in folders]
+    # `encode`, as the stage embeds: the same token-budget batches, so the same float operations. Other
+    # batch shapes round differently in the last bits (by BLAS kernel: CPU, torch build), which can
+    # reorder near-tied similarities of the summed UC model and move its Spearman by 0.06.
+    embedded = [HFEmbedder(folder, "cls_before_pooler", 128, 64, "cpu").encode(sentences).cpu().numpy() for folder in folders]
     vectors = sum(weight * embedding for weight, embedding in zip(weights, embedded))
     return score_tasks(EmbeddingTable({s: i for i, s in enumerate(sentences)}, vectors.astype(np.float32)), tasks)
 
@@ -234,6 +239,20 @@ def test_rerun_reads_the_result_cache(workspace, towers, monkeypatch):
     files = {**_hub_files(towers), "test/b/resolve/main/model.safetensors": towers["uc"] / "model.safetensors"}
     with hub_standin(files) as (endpoint, _), pytest.raises(pytest.fail.Exception, match="scored again"):
         score_catalogue(workspace(endpoint), rows)  # new weights behind the same revision: a new commit
+
+
+@pytest.mark.parametrize("content", ['{"STSBenchmark": {"te', "{}"])
+def test_a_corrupt_cached_result_is_named_discarded_and_scored_again(workspace, towers, caplog, content):
+    rows = _catalogue({"single": ROWS["single"]})
+    with hub_standin(_hub_files(towers)) as (endpoint, _):
+        first = score_catalogue(workspace(endpoint), rows)
+        (stored,) = Path("data/cache/checkpoints/results").glob("*.json")
+        stored.write_text(content)  # truncated, or a result with no scores (once a "scored" row of dashes)
+        with caplog.at_level(logging.WARNING):
+            again = score_catalogue(workspace(endpoint), rows)
+    assert again == first and math.isfinite(again["rows"]["single"]["scores"]["avg"])
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and stored.name in warnings[0] and "corrupt" in warnings[0]
 
 
 def test_unknown_row_key_is_one_line(workspace):

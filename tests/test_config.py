@@ -8,7 +8,7 @@ import yaml
 from pipeline.config import load_params, parse_params
 from pipeline.errors import PipelineError
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, committed_text
 
 
 def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
@@ -94,7 +94,7 @@ def test_hydra_composition_matches_committed_params(tiny_params_dict):
         paper_bert = OmegaConf.to_container(
             compose(config_name="config", overrides=["scale=paper", "backbone=bert"]), resolve=True
         )
-    committed = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    committed = yaml.safe_load(committed_text("params.yaml"))  # not the workspace's: `dvc exp run -S` rewrites it
     assert composed == committed
     paper = parse_params(paper_bert)
     assert (paper.scale, paper.rtt.backend, paper.backbone.num_layers) == ("paper", "google", 12)

@@ -37,7 +37,7 @@ from pipeline.reporting.surface import SURFACE_K, SURFACE_T, tensor_norm_surface
 from pipeline.reporting.tables import RunSource, build_table
 from pipeline.training_tasks import TwinTask
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 LAYERS = 4
@@ -173,7 +173,7 @@ def test_study_settings_default_to_the_method_and_take_every_k_up_to_the_layer_c
 
 @pytest.mark.parametrize("edit", [dict(norm_input="cls"), dict(drop_layernorm=7)])
 def test_a_stage_given_a_bad_study_setting_exits_2_with_one_line(tmp_path, edit):
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw["train"].update(edit)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     result = subprocess.run([sys.executable, "-m", "stages", "joint"], cwd=tmp_path, capture_output=True, text=True,

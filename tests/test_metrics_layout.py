@@ -28,7 +28,7 @@ from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource, build_table
 from pipeline.reporting.runs import ExperimentSearch, Run
 
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR, REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 HEADLINE = [*STS_TASKS, "avg"]
@@ -58,7 +58,7 @@ def evaluated(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("project")
     save_tiny_bert(root / "data" / "backbone", seed=5)
     shutil.copytree(MIRROR / "senteval", root / "data" / "raw" / "senteval")
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw["device"] = "cpu"
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
     raw["eval"]["mteb"]["enabled"] = False
@@ -91,7 +91,7 @@ def test_the_report_reads_the_scores_from_the_details(evaluated):
 
 
 def test_a_table_cell_comes_from_the_details_file():
-    params = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    params = tiny_preset()
     tables = load_tables(REPO_ROOT / "tables.yaml")
 
     def tncse_row(files: dict):

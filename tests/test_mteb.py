@@ -50,6 +50,7 @@ def test_english_subsets_of_the_jtcse_tasks():
 # ----------------------------------------------------------------------------- the papers' suites (issue 17)
 
 import json  # noqa: E402
+import logging  # noqa: E402
 import math  # noqa: E402
 
 import yaml  # noqa: E402
@@ -136,6 +137,21 @@ def test_local_suites_on_a_tiny_random_model_give_finite_scores_and_resume_from_
         raise AssertionError(f"{task.metadata.name} was evaluated again instead of read from the cache")
 
     assert mteb_suites.evaluate_suites(suites, must_not_run, RAW_STSB, 60, tmp_path) == json.loads(json.dumps(results))
+
+
+@pytest.mark.parametrize("content", ['{"main": 41.', "{}"])
+def test_a_corrupt_cached_task_result_is_named_discarded_and_recomputed(tiny_embedder, tmp_path, caplog, content):
+    suites = [suite for suite in mteb_suites.load_suites(LOCAL_SUITES) if suite.name == "local-classification"]
+    first = mteb_suites.evaluate_suites(suites, task_runner(tiny_embedder, 32), RAW_STSB, 60, tmp_path)
+    (stored,) = tmp_path.glob("*.json")
+    stored.write_text(content)  # truncated, or a JSON that holds no scores
+    with caplog.at_level(logging.WARNING):
+        again = mteb_suites.evaluate_suites(suites, task_runner(tiny_embedder, 32), RAW_STSB, 60, tmp_path)
+    assert again == json.loads(json.dumps(first)) and again["local-classification"]["scored"] == 1
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and stored.name in warnings[0] and "corrupt" in warnings[0]
+    (scores,) = first["local-classification"]["tasks"].values()
+    assert json.loads(stored.read_text()) == json.loads(json.dumps(scores))
 
 
 def test_local_tasks_are_built_from_the_mirror_as_described():

@@ -121,6 +121,22 @@ def test_malformed_sick(tmp_path):
         read_sick(_write(tmp_path / "headless.txt", "1\ta\tb\t4.5\tNEUTRAL\n"))
 
 
+def test_gold_scores_outside_the_benchmarks_scale_are_refused_naming_file_and_line(tmp_path):
+    """A damaged gold (STS12's 7.5, STS-B's 9, SICK's 0.5) would change the Spearman score silently."""
+    with pytest.raises(MalformedDataError, match=r"gs.txt:2: gold score '7.5' is outside the benchmark's scale 0-5"):
+        read_sts_subset(_write(tmp_path / "in.txt", "a\tb\nc\td\n"), _write(tmp_path / "gs.txt", "0\n7.5\n"))
+    with pytest.raises(MalformedDataError, match=r"gs-neg.txt:1: gold score '-0.2'"):
+        read_sts_subset(_write(tmp_path / "in.txt", "a\tb\n"), _write(tmp_path / "gs-neg.txt", "-0.2\n"))
+    with pytest.raises(MalformedDataError, match=r"sts-dev.csv:2: gold score '9' is outside the benchmark's scale 0-5") as error:
+        read_stsb(_write(tmp_path / "sts-dev.csv", "g\tf\ty\t1\t5.000\ta\tb\ng\tf\ty\t2\t9\ta\tb\n"))
+    assert "\n" not in str(error.value)
+    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+    with pytest.raises(MalformedDataError, match=r"SICK.txt:3: gold score '0.5' is outside the benchmark's scale 1-5"):
+        read_sick(_write(tmp_path / "SICK.txt", header + "1\ta\tb\t1\tNEUTRAL\n2\ta\tb\t0.5\tNEUTRAL\n"))
+    # the ends of each scale are scores
+    assert [pair.score for pair in read_stsb(_write(tmp_path / "ok.csv", "g\tf\ty\t1\t0\ta\tb\ng\tf\ty\t2\t5\ta\tb\n"))] == [0, 5]
+
+
 def test_malformed_corpus_and_encoding(tmp_path):
     with pytest.raises(MalformedDataError, match=r"corpus.txt:2: empty line"):
         read_corpus(_write(tmp_path / "corpus.txt", "one\r\n\r\nthree\r\n"))

@@ -2,6 +2,7 @@
 real Apertium round trips, and one-line errors for bad input."""
 
 import socket
+import logging
 import sqlite3
 from urllib.parse import quote_plus
 
@@ -87,6 +88,30 @@ def test_cache_from_before_chunk_keys_is_dropped(tmp_path):
     with sqlite3.connect(path) as reopened:
         assert reopened.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [("chunks",)]
     reopened.close()
+
+
+def test_cache_with_garbled_pages_is_named_and_keeps_its_readable_chunks(tmp_path, caplog):
+    leg = Leg("apertium", "en", "es")
+    chunks = [[f"sentence {number} of chunk {index} " * 4 for number in range(20)] for index in range(300)]
+    path = tmp_path / "I.sqlite"
+    with TranslationCache(path) as cache:
+        for chunk in chunks:
+            cache.store(leg, 1, chunk, [text.upper() for text in chunk])
+        cache._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = 4096
+    middle = len(data) // page // 2 * page  # a data page in the middle of the table's B-tree
+    data[middle : middle + 2 * page] = bytes(range(256)) * (2 * page // 256)
+    path.write_bytes(bytes(data))
+
+    with caplog.at_level(logging.WARNING), TranslationCache(path) as cache:
+        answers = [cache.lookup(leg, 1, chunk) for chunk in chunks]  # no sqlite3.DatabaseError
+        kept = len(cache)
+    assert all(answer in (None, [text.upper() for text in chunk]) for answer, chunk in zip(answers, chunks))
+    assert 0 < sum(answer is not None for answer in answers) == kept < len(chunks)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "corrupt" in warnings[0]
+    assert (tmp_path / "I.sqlite.corrupt").is_file()
 
 
 def test_cache_file_that_is_not_sqlite_is_a_one_line_error(tmp_path):

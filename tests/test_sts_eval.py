@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -264,6 +265,27 @@ def test_tower_tables_persist_in_the_cache_and_are_reused(tiny_berts, stsb_sampl
     assert uncached == {**alone, **both}
     other_settings = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "avg")
     assert other_settings == alone and len(list(cache.glob("*.npz"))) == 3
+
+
+@pytest.mark.parametrize("damage", ["truncated", "wrong_rows"])
+def test_a_corrupt_embedding_table_is_named_discarded_and_recomputed(tiny_berts, stsb_sample, tmp_path, caplog, damage):
+    towers = {str(path): CountingEmbedder(HFEmbedder(path)) for path in tiny_berts[:1]}
+    (tower,) = towers
+    cache = tmp_path / "embeddings"
+    first = evaluate_models({"I": [(tower, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
+    (stored,) = cache.glob("*.npz")
+    if damage == "truncated":  # a killed copy, a full disk: np.load raises BadZipFile
+        stored.write_bytes(stored.read_bytes()[:100])
+    else:  # a well-formed file whose vectors do not match its sentences
+        np.savez(stored.open("wb"), sentences=np.array(["a", "b"]), vectors=np.zeros((3, 4), dtype=np.float32))
+    encoded = towers[tower].encoded
+    with caplog.at_level(logging.WARNING):
+        again = evaluate_models({"I": [(tower, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
+    assert again == first and towers[tower].encoded > encoded  # recomputed, not trusted
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and stored.name in warnings[0] and "corrupt" in warnings[0]
+    assert stored.is_file()  # written again, whole
+    assert evaluate_models({"I": [(tower, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler") == first
 
 
 def _cli() -> typer.Typer:

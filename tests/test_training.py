@@ -1,5 +1,11 @@
 import json
+import logging
 import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,11 +18,13 @@ from pipeline.modeling import SentenceEncoder
 from pipeline.batching import length_bucketed_batches
 from pipeline.runtime import RunContext, resolve_device
 from pipeline.training import COMPLETED_NOTE, train, write_training_report
+from pipeline import training_checkpoints  # a module: on code without the lock only its tests fail
 from pipeline.training_tasks import (
     DistillTask, FrozenEnsemble, SimCSETask, TwinTask, pretraining_examples, read_round_trips,
 )
 
-from conftest import MIRROR
+from pipeline import io as io_module
+from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert
 
 CPU = RunContext(torch.device("cpu"), None)
@@ -102,7 +110,7 @@ def test_best_dev_model_is_saved_and_reloads_to_identical_embeddings(backbone, s
     result = run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=dev_score)
     assert (result.best_dev, result.best_step) == (5.0, 4)
     assert [row.get("dev_stsb") for row in result.history if "dev_stsb" in row] == [1.0, 5.0, 2.0]
-    assert [path.name for path in (tmp_path / "ckpt").iterdir()] == [COMPLETED_NOTE]
+    assert sorted(path.name for path in (tmp_path / "ckpt").iterdir()) == sorted([COMPLETED_NOTE, training_checkpoints.LOCK_FILE])
 
     saved = tmp_path / "out"
     reloaded = SentenceEncoder.from_pretrained(str(saved)).eval()
@@ -112,6 +120,116 @@ def test_best_dev_model_is_saved_and_reloads_to_identical_embeddings(backbone, s
     assert not torch.allclose(ours, seen[2])
     st_embeddings = SentenceTransformer(str(saved), device="cpu").encode(sentences[:5], convert_to_tensor=True)
     torch.testing.assert_close(st_embeddings, ours, rtol=1e-4, atol=1e-5)
+
+
+# ---- the saved model is the one its metrics name (issue 34 A) ---------------------------------
+
+
+def scored_run(task, sentences, tmp_path, scores, loss_hook=None, seen=None):
+    """Evaluate at steps 2, 4, 6 with the given scores; record each evaluated model's embeddings in `seen`."""
+    batch = task.tokenizer(sentences[:5], padding=True, truncation=True, max_length=24, return_tensors="pt")
+    scores = iter(scores)
+
+    def dev_score(model):
+        if seen is not None:
+            seen.append(model(batch["input_ids"], batch["attention_mask"]).last_cls.clone())
+        return next(scores)
+
+    return run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=dev_score, loss_hook=loss_hook)
+
+
+def saved_embeddings(folder, task, sentences):
+    batch = task.tokenizer(sentences[:5], padding=True, truncation=True, max_length=24, return_tensors="pt")
+    with torch.no_grad():
+        return SentenceEncoder.from_pretrained(str(folder)).eval()(batch["input_ids"], batch["attention_mask"]).last_cls
+
+
+def test_a_removed_best_model_is_an_error_not_the_final_weights(backbone, sentences, tmp_path):
+    with pytest.raises(PipelineError):  # stopped at step 5: checkpoint step-3 names the best of step 2
+        scored_run(simcse_task(backbone), sentences, tmp_path, [1.0, 5.0], loss_hook=nan_at_step(5))
+    removed = [shutil.rmtree(best) for best in (tmp_path / "ckpt").glob("best*")]
+    assert removed
+    with pytest.raises(PipelineError) as refused:
+        scored_run(simcse_task(backbone), sentences, tmp_path, [0.5, 0.5])
+    assert "best model of step 2" in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_kill_while_a_new_best_is_saved_keeps_the_best_the_checkpoint_names(backbone, sentences, tmp_path, monkeypatch):
+    """A kill at the moment an existing folder of the checkpoint folder is moved aside (the old
+    rename-over of best/) must not lose the best model the kept checkpoint names."""
+    real_replace = os.replace
+
+    def killed_when_moving_aside(source, destination):
+        source = Path(source)  # temporaries outside the project are hidden twins beside the destination
+        if source.resolve().parent == (tmp_path / "ckpt").resolve() and not source.name.startswith("."):
+            real_replace(source, destination)
+            raise KeyboardInterrupt  # the process dies between the two renames
+        real_replace(source, destination)
+
+    seen = []
+    monkeypatch.setattr(io_module.os, "replace", killed_when_moving_aside)
+    with pytest.raises((PipelineError, KeyboardInterrupt)):
+        scored_run(simcse_task(backbone), sentences, tmp_path, [1.0, 5.0], loss_hook=nan_at_step(5), seen=seen)
+    monkeypatch.setattr(io_module.os, "replace", real_replace)
+    result = scored_run(simcse_task(backbone), sentences, tmp_path, [0.5, 0.5])  # resumed at step 3: best stays step 2
+    assert (result.resumed_from, result.best_step, result.best_dev) == (3, 2, 1.0)
+    torch.testing.assert_close(saved_embeddings(tmp_path / "out", simcse_task(backbone), sentences), seen[0], rtol=0, atol=1e-6)
+
+
+def test_a_second_run_of_the_same_stage_is_refused_while_the_first_trains(backbone, sentences, tmp_path):
+    with training_checkpoints.hold_checkpoint_folder(tmp_path / "ckpt", "first"):
+        with pytest.raises(PipelineError) as refused:
+            run(simcse_task(backbone), [(s,) for s in sentences], tmp_path, settings())
+        assert "another run" in str(refused.value) and str(tmp_path / "ckpt") in str(refused.value)
+        assert not (tmp_path / "out").exists()
+    assert run(simcse_task(backbone), [(s,) for s in sentences], tmp_path, settings()).steps == 6  # released
+
+
+def test_the_lock_of_a_killed_run_is_released_by_the_kernel(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pathlib import Path; from pipeline.training_checkpoints import hold_checkpoint_folder\n"
+        f"with hold_checkpoint_folder(Path({str(tmp_path / 'ckpt')!r}), 'x'):\n print('held', flush=True); time.sleep(600)"
+    )], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(PipelineError):
+        with training_checkpoints.hold_checkpoint_folder(tmp_path / "ckpt", "second"):
+            pass
+    holder.kill()
+    holder.wait()
+    with training_checkpoints.hold_checkpoint_folder(tmp_path / "ckpt", "second"):
+        pass
+
+
+# ---- a corrupt checkpoint is named and skipped (issue 34 B) ------------------------------------
+
+
+@pytest.mark.parametrize("damaged", ["model.safetensors", "training_state.pt", "state.json"])
+def test_a_corrupt_checkpoint_is_named_and_the_run_resumes_from_the_one_before(backbone, sentences, tmp_path, caplog, damaged):
+    examples = [(sentence,) for sentence in sentences]
+    with pytest.raises(PipelineError):  # checkpoints step-2 and step-4 kept
+        run(simcse_task(backbone), examples, tmp_path, settings(save_every=2), loss_hook=nan_at_step(5))
+    newest = tmp_path / "ckpt" / "step-4" / damaged
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    with caplog.at_level(logging.WARNING):
+        resumed = run(simcse_task(backbone), examples, tmp_path, settings(save_every=2))
+    assert resumed.resumed_from == 2 and resumed.steps == 6
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "step-4" in warnings[0] and damaged in warnings[0] and "trying step-2" in warnings[0]
+
+
+def test_when_every_checkpoint_is_corrupt_the_run_starts_over(backbone, sentences, tmp_path, caplog):
+    examples = [(sentence,) for sentence in sentences]
+    with pytest.raises(PipelineError):
+        run(simcse_task(backbone), examples, tmp_path, settings(save_every=2), loss_hook=nan_at_step(5))
+    for checkpoint in (tmp_path / "ckpt").glob("step-*"):
+        (checkpoint / "model.safetensors").write_bytes(b"garbage")
+    with caplog.at_level(logging.WARNING):
+        again = run(simcse_task(backbone), examples, tmp_path, settings(save_every=2))
+    assert again.resumed_from is None and again.steps == 6
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("corrupt" in warning for warning in warnings)
+    assert "step-4" in warnings[0] and "step-2" in warnings[1] and warnings[1].endswith("starting over")
 
 
 def test_twin_and_distill_tasks_train_and_save(sentences, tmp_path):
@@ -172,10 +290,10 @@ def test_training_report_files(tmp_path):
     from pipeline.training import TrainingResult
 
     result = TrainingResult(2, 50.0, 2, 0.5, 1.5, 100.0, None,
-                            [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}], threads=2)
+                            [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}])
     write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv", tmp_path / "details" / "m.json")
     assert json.loads((tmp_path / "m.json").read_text()) == {"best_dev_stsb": 50.0, "steps": 2}
-    assert json.loads((tmp_path / "details" / "m.json").read_text()) == {"steps": 2, "best_dev_stsb": 50.0, "best_step": 2, "final_loss": 0.5, "threads": 2}
+    assert json.loads((tmp_path / "details" / "m.json").read_text()) == {"steps": 2, "best_dev_stsb": 50.0, "best_step": 2, "final_loss": 0.5}
     assert (tmp_path / "c.csv").read_text().splitlines() == ["step,dev_stsb,loss", "1,,1", "2,50,0.5"]
 
 

@@ -77,13 +77,25 @@ def _columns(path: Path, line_number: int, line: str, allowed_counts: tuple[int,
     return columns
 
 
-def _score(path: Path, line_number: int, text: str) -> float:
+# The gold scales: SemEval STS and STS-B 0–5, SICK relatedness 1–5. A gold outside its scale is a
+# damaged file (it would move the Spearman correlation silently), never data.
+STS_GOLD_RANGE = (0.0, 5.0)
+SICK_GOLD_RANGE = (1.0, 5.0)
+
+
+def _score(path: Path, line_number: int, text: str, gold_range: tuple[float, float] = STS_GOLD_RANGE) -> float:
     try:
         score = float(text)
     except ValueError:
         score = math.nan
     if not math.isfinite(score):
         raise MalformedDataError(f"{path}:{line_number}: score {text!r} is not a number")
+    low, high = gold_range
+    if not low <= score <= high:
+        raise MalformedDataError(
+            f"{path}:{line_number}: gold score {text!r} is outside the benchmark's scale {low:g}-{high:g}; "
+            "the file is damaged: restore it (rerun the download stage)"
+        )
     return score
 
 
@@ -144,7 +156,7 @@ def read_sick(path: Path | str) -> list[ScoredPair]:
     pairs = []
     for line_number, line in enumerate(lines[1:], start=2):
         columns = _columns(path, line_number, line, (5,), "pair_ID, sentence_A, sentence_B, relatedness_score, entailment_judgment")
-        pairs.append(ScoredPair(_normalise(columns[1]), _normalise(columns[2]), _score(path, line_number, columns[3])))
+        pairs.append(ScoredPair(_normalise(columns[1]), _normalise(columns[2]), _score(path, line_number, columns[3], SICK_GOLD_RANGE)))
     return pairs
 
 

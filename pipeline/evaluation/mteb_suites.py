@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -192,14 +191,15 @@ def evaluate_suite(
     suite: Suite, run_task: Callable[[Any], Any], raw_dir: Path, items: int | None, cache: Path | None
 ) -> dict[str, Any]:
     """One suite's per-task scores, missing tasks with their reasons, and the mean over the scored ones."""
-    from pipeline.io import write_json_atomic
+    from pipeline.io import read_json_entry, write_json_atomic
 
     tasks: dict[str, Any] = {}
     missing = {entry.paper: f"not mapped: {entry.reason}" for entry in suite.unmapped}
     for entry in tqdm(suite.tasks, desc=f"mteb {suite.name}", unit="task"):
         stored = _cache_file(cache, entry, suite.metrics) if cache else None
-        if stored and stored.is_file():
-            tasks[entry.paper] = json.loads(stored.read_text(encoding="utf-8"))
+        cached = read_json_entry(stored, _is_task_scores, "MTEB result cache") if stored else None
+        if cached is not None:
+            tasks[entry.paper] = cached
             continue
         task = make_task(entry, suite.local, raw_dir, items)
         reason = load_reason(task)
@@ -211,6 +211,12 @@ def evaluate_suite(
         if stored:
             write_json_atomic(stored, tasks[entry.paper])
     return {"source": suite.source, **summarise(suite, tasks), "missing": missing, "tasks": tasks}
+
+
+def _is_task_scores(scores) -> bool:
+    """What `task_scores` writes: a numeric main score, per-subset scores and extra metrics."""
+    return (isinstance(scores, dict) and isinstance(scores.get("main"), (int, float))
+            and isinstance(scores.get("subsets"), dict) and isinstance(scores.get("metrics"), dict))
 
 
 def summarise(suite: Suite, tasks: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from pipeline.config import STS_TASKS
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
-from pipeline.io import atomic_path, sha256_of
+from pipeline.io import CorruptEntry, atomic_path, read_cache_entry, sha256_of
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -239,13 +239,20 @@ def evaluate_embedder(embedder: Embedder, tasks: Sequence[StsTask], batch_size: 
     return score_tasks(embed_sentences(embedder, task_sentences(tasks), batch_size, description), tasks)
 
 
+def _read_table(path: Path) -> EmbeddingTable:
+    with np.load(path, allow_pickle=False) as stored:
+        sentences, vectors = stored["sentences"].tolist(), stored["vectors"]
+    if vectors.ndim != 2 or len(sentences) != len(vectors) or not np.isfinite(vectors).all():
+        raise CorruptEntry(f"{len(sentences)} sentences for vectors of shape {vectors.shape}, or non-finite vectors")
+    return EmbeddingTable({sentence: row for row, sentence in enumerate(sentences)}, vectors)
+
+
 def _cached_table(cache_dir: Path, key: str, compute: Callable[[], EmbeddingTable]) -> EmbeddingTable:
     """An embedding table stored under its content key, so stages that share a tower encode it once."""
     path = cache_dir / f"{key}.npz"
-    if path.is_file():
-        with np.load(path, allow_pickle=False) as stored:
-            sentences = stored["sentences"].tolist()
-            return EmbeddingTable({sentence: row for row, sentence in enumerate(sentences)}, stored["vectors"])
+    stored = read_cache_entry(path, _read_table, "embedding cache")
+    if stored is not None:
+        return stored
     table = compute()
     cache_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as temporary:
