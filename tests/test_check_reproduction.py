@@ -16,7 +16,11 @@ LOCK = {"schema": "2.0", "stages": {
     "rtt@I": {"cmd": "python -m stages rtt --tower I", "outs": [{"path": "data/rtt/I.txt", "md5": "aaa"}]},
     "pretrain@I": {"cmd": "python -m stages pretrain", "params": {"params.yaml": {"seed": 42, "threads": 2}},
                    "outs": [{"path": "models/I", "md5": "bbb.dir"}, {"path": "reports/training/I.json", "md5": "eee"}]},
+    "report": {"cmd": "python -m stages report", "outs": [{"path": "reports/tables", "md5": "ccc.dir"}]},
 }}  # fmt: skip
+# the report reads `dvc exp show` (the git history) too: dvc.yaml marks it always_changed
+DVC_YAML = {"stages": {"report": {"cmd": "python -m stages report", "always_changed": True}}}
+CLAIMS = {"claims": 3, "verdicts": {"holds": 1, "not_run": 2}}
 
 
 def git(folder, *arguments):
@@ -27,6 +31,8 @@ def git(folder, *arguments):
 def project(tmp_path):
     (tmp_path / "reports" / "metrics").mkdir(parents=True)
     (tmp_path / "dvc.lock").write_text(yaml.safe_dump(LOCK))
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(DVC_YAML))
+    (tmp_path / "reports" / "claims.json").write_text(json.dumps(CLAIMS))
     (tmp_path / "reports" / "metrics" / "backbone.json").write_text(json.dumps(METRICS))
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", ".")
@@ -111,3 +117,16 @@ def test_a_missing_metrics_file_fails(project):
     (project / "reports" / "metrics" / "backbone.json").unlink()
     result = check(project)
     assert result.returncode == 1 and "not produced by this run" in result.stdout
+
+
+def test_the_history_dependent_report_is_compared_by_its_numbers_not_its_hash(project):
+    """A new commit changes what the report lists (experiments.md names commits): its hash may move,
+    its verdict counts may not."""
+    edit_lock(project, lambda stages: stages["report"]["outs"][0].update(md5="zzz.dir"))
+    result = check(project)
+    assert result.returncode == 0, result.stdout
+    assert "not by hash: the outputs of report" in result.stdout
+    (project / "reports" / "claims.json").write_text(json.dumps({"claims": 3, "verdicts": {"holds": 0, "not_run": 3}}))
+    result = check(project)
+    assert result.returncode == 1
+    assert "reports/claims.json" in result.stdout
