@@ -2,6 +2,7 @@
 pinned exactly with hashes, the two builds the same but for torch's own, and the running environment
 the locked one (what scripts/setup.sh installs: `pip freeze` equals the lock)."""
 
+import site
 import tomllib
 from importlib import metadata
 
@@ -60,7 +61,10 @@ def test_the_cpu_and_cuda_locks_differ_only_in_torchs_build():
 
 def test_the_installed_environment_is_the_locked_one():
     """What setup.sh makes: a fresh clone's .venv holds exactly the lock of its torch build."""
-    installed = {canonicalize_name(d.metadata["Name"]): str(Version(d.version)) for d in metadata.distributions()}
+    # what is installed in site-packages, as `pip freeze` sees it: once imported, setuptools puts its
+    # vendored packages (their own .dist-info) on sys.path, which a plain distributions() would list
+    packages = metadata.distributions(path=site.getsitepackages())
+    installed = {canonicalize_name(d.metadata["Name"]): str(Version(d.version)) for d in packages}
     build = "cpu" if Version(installed["torch"]).local == "cpu" else "cuda"
     locked = {name: str(Version(version)) for name, (version, _) in read_lock(LOCKS[build]).items()}
     different = {
