@@ -258,7 +258,7 @@ def _ours(result: Verdict) -> str:
 
 def _paper(result: Verdict, default_reason: str) -> str:
     if isinstance(result.claim, ValueClaim):
-        reason = "default" if result.epsilon_reason == default_reason else result.epsilon_reason
+        reason = "the default" if result.epsilon_reason == default_reason else result.epsilon_reason
         return f"{result.paper:.2f} (ε {result.epsilon:.2f}: {reason})"
     claim = result.claim
     if isinstance(claim, OrderClaim) and claim.margin:
@@ -270,12 +270,14 @@ def _verdict_text(result: Verdict) -> str:
     shown = f"**{result.verdict}**"
     if isinstance(result.claim, ValueClaim) and result.ours is not None and result.verdict != OTHER_SCALE:
         shown += f" (Δ {signed(result.ours - result.paper)})"
-    notes = [result.note] if result.note else []
+    notes = result.note.split("; ") if result.note else []
     notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
     return shown + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
 
 
-def reproduction(verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: str) -> str:
+def reproduction(
+    verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: float, default_reason: str
+) -> str:
     """reports/REPRODUCTION.md: the scale and environment, one line per claim, the verdict counts and
     the commands that run what is missing."""
     scale = params["scale"]
@@ -296,13 +298,13 @@ def reproduction(verdicts: list[Verdict], params: dict, environments: dict[str, 
             result.claim.claim,
             f"{result.claim.source.file}, {result.claim.source.where}: “{result.claim.source.quote}”",
             _ours(result),
-            _paper(result, default_epsilon),
+            _paper(result, default_reason),
             _verdict_text(result),
         ]
         for result in verdicts
     ]
     counts = verdict_counts(verdicts)["verdicts"]
-    lines += ["## Claims", "", VERDICT_LEGEND, f"Default ε of value claims: {default_epsilon}.", ""]
+    lines += ["## Claims", "", VERDICT_LEGEND, f"Default ε of value claims (\"the default\" below): {default_epsilon:.2f} points, {default_reason}.", ""]
     lines += [_markdown_row(header), _markdown_row([":--"] * len(header))] + [_markdown_row(row) for row in rows]
     lines += ["", "## Verdicts", ""]
     lines += [f"- {verdict}: {counts[verdict_key(verdict)]}" for verdict in VERDICTS]

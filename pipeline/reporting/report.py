@@ -125,8 +125,7 @@ def write_reproduction(
     page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS,
 ) -> str:
     """REPRODUCTION.md and the verdict counts (claims.json); returns the summary line's part."""
-    default = f"{claims.default_epsilon:.2f} points, {claims.default_epsilon_reason}"
-    write_text_atomic(page, reproduction(verdicts, params, environments, default))
+    write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason))
     tally = verdict_counts(verdicts)
     write_json_atomic(counts, tally)
     shown = ", ".join(f"{count} {key.replace('_', ' ')}" for key, count in tally["verdicts"].items() if count)
