@@ -31,6 +31,8 @@ SITECUSTOMIZE = """
 import os, sys
 if os.environ.get("RANK") == "1":
     project, log = os.path.realpath(os.getcwd()), os.environ["WRITES_LOG"]
+    with open(log + ".watched", "w") as file:  # proof that rank 1 ran under this hook
+        file.write(project)
     WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
     def _inside(path):
@@ -54,7 +56,7 @@ if os.environ.get("RANK") == "1":
     sys.addaudithook(_audit)
     if os.environ.get("KILL_AT_STEP"):
         import signal
-        import torch.optim.optimizer
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
         steps = [0]
 
         def _die(optimizer, args, kwargs):
@@ -62,7 +64,7 @@ if os.environ.get("RANK") == "1":
             if steps[0] == int(os.environ["KILL_AT_STEP"]):
                 os.kill(os.getpid(), signal.SIGKILL)
 
-        torch.optim.optimizer.register_optimizer_step_pre_hook(_die)
+        register_optimizer_step_pre_hook(_die)
 """
 
 
@@ -86,14 +88,14 @@ def make_project(root: Path) -> Path:
     raw["train"].update(steps, jtcse_dropout=0.0, lr=1e-3)  # a rate that moves the towers in 6 steps
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
-    (root / "sitecustomize" ).mkdir()
-    (root / "sitecustomize" / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    (root.parent / f"{root.name}-hooks").mkdir()
+    (root.parent / f"{root.name}-hooks" / "sitecustomize.py").write_text(SITECUSTOMIZE)
     return root
 
 
 def run_stage(root: Path, stage: list[str], nproc: int, **extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{root / 'sitecustomize'}{os.pathsep}{REPO_ROOT}", "HF_HUB_OFFLINE": "1",
-           "OMP_NUM_THREADS": "1", "PIPELINE_NPROC": str(nproc), "WRITES_LOG": str(root / "rank1-writes.log"), **extra}
+    env = {**os.environ, "PYTHONPATH": f"{root.parent / (root.name + '-hooks')}{os.pathsep}{REPO_ROOT}", "HF_HUB_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1", "PIPELINE_NPROC": str(nproc), "WRITES_LOG": str(root.parent / f"{root.name}-rank1-writes.log"), **extra}
     for variable in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "PIPELINE_LEASED_GPUS"):
         env.pop(variable, None)
     return subprocess.run([sys.executable, "-m", "stages", *stage], cwd=root, capture_output=True, text=True,
@@ -154,8 +156,11 @@ def test_the_training_record_holds_the_world_size_and_per_device_batch(runs, nam
 
 
 def test_only_rank_0_wrote_files(runs):
-    assert (runs["nproc2"] / "data" / "models" / "joint" / "I" / "model.safetensors").is_file()
-    assert not (runs["nproc2"] / "rank1-writes.log").exists(), (runs["nproc2"] / "rank1-writes.log").read_text()
+    root = runs["nproc2"]
+    assert (root / "data" / "models" / "joint" / "I" / "model.safetensors").is_file()
+    writes = root.parent / f"{root.name}-rank1-writes.log"
+    assert Path(f"{writes}.watched").read_text() == str(root.resolve())  # rank 1 ran, and was watched
+    assert not writes.exists(), writes.read_text()
 
 
 def test_a_killed_rank_fails_the_stage_in_one_line_and_the_rerun_resumes(runs, tmp_path):
