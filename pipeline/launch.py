@@ -95,7 +95,8 @@ def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
         elastic_launch(config, sys.executable)(*arguments)
     except ChildFailedError as failed:
         ranks = "; ".join(
-            f"rank {rank} {_how(failure.exitcode, failure.signal_name())}" for rank, failure in sorted(failed.failures.items())
+            f"rank {rank} {_how(failure.exitcode, failure.signal_name())}{_said(logs, failure.local_rank)}"
+            for rank, failure in sorted(failed.failures.items())
         )
         raise PipelineError(
             f"{stage}: {ranks} (of {count} processes; logs in {logs}); the others were stopped and no output was "
@@ -107,3 +108,12 @@ def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
 
 def _how(exitcode: int, signal_name: str) -> str:
     return f"was killed by {signal_name}" if exitcode < 0 else f"exited with code {exitcode}"
+
+
+def _said(logs: Path, local_rank: int) -> str:
+    """The one-line error a rank printed (a PipelineError: `error: …`), from its stderr log."""
+    for path in logs.glob(f"**/attempt_*/{local_rank}/stderr.log"):
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.startswith("error: ")]
+        if lines:
+            return f" ({lines[-1].removeprefix('error: ')})"
+    return ""

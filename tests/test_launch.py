@@ -188,3 +188,12 @@ def test_a_killed_rank_fails_the_stage_in_one_line_and_the_rerun_resumes(runs, t
     assert_same_weights(root / "data/models/pretrain/I/model.safetensors",
                         runs["nproc2"] / "data/models/pretrain/I/model.safetensors")
     assert losses(root, "pretrain-I") == losses(runs["nproc2"], "pretrain-I")
+
+
+def test_a_one_line_error_of_the_ranks_is_the_stage_s_one_line(tmp_path):
+    (tmp_path / "params.yaml").write_text((REPO_ROOT / "params.yaml").read_text())  # no corpus here
+    done = run_stage(tmp_path, ["joint"], 2)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "rank 0 exited with code 2 (" in errors[0] and "corpus" in errors[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
