@@ -115,3 +115,29 @@ def test_the_process_count_pipeline_nproc_asks_for(setting, devices, expected):
 def test_a_bad_process_count_is_one_line(setting):
     with pytest.raises(PipelineError, match="PIPELINE_NPROC"):
         requested_processes(setting, [])
+
+
+def test_the_provenance_record_names_the_leased_devices(monkeypatch, tmp_path):
+    from pipeline.environment import provenance_record
+
+    monkeypatch.delenv("PIPELINE_LEASED_GPUS", raising=False)
+    assert provenance_record("joint", tmp_path)["gpu_lease"] is None
+    monkeypatch.setenv("PIPELINE_LEASED_GPUS", "GPU-1234,GPU-5678")
+    assert provenance_record("joint", tmp_path)["gpu_lease"] == ["GPU-1234", "GPU-5678"]
+
+
+def test_a_process_pins_itself_to_its_lease_and_its_ranks_do_not_lease_again(monkeypatch, tmp_path):
+    from pipeline import lease
+
+    monkeypatch.setenv(FAKE_GPUS_ENV, "g0,g1")
+    monkeypatch.setenv(LEASE_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv("PIPELINE_LEASED_GPUS", raising=False)  # monkeypatch removes both again afterwards
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(lease, "_HELD", [])
+    assert lease.pin_leased_devices(2, "joint") == ("g0", "g1")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "g0,g1" and os.environ["PIPELINE_LEASED_GPUS"] == "g0,g1"
+    assert lease.pin_leased_devices(1, "joint") == ()  # a launched rank inherits the lease
+    lease._HELD[0].release()
+    monkeypatch.setenv(LEASE_DIR_ENV, "off")
+    monkeypatch.delenv("PIPELINE_LEASED_GPUS")
+    assert lease.pin_leased_devices(1, "joint") == ()
