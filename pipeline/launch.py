@@ -76,7 +76,7 @@ def run_on_devices(stage: str, run_here: Callable[[], None], stage_arguments: Se
 def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
     """Run `python <arguments>` as `count` ranks on this machine (gloo on CPU, NCCL on GPUs, chosen
     by `run_context`); a failed rank is one PipelineError naming it and the logs."""
-    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, Std
+    from torch.distributed.elastic.multiprocessing.api import DefaultLogsSpecs, SignalException, Std
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -99,8 +99,13 @@ def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
             for rank, failure in sorted(failed.failures.items())
         )
         raise PipelineError(
-            f"{stage}: {ranks} (of {count} processes; logs in {logs}); the others were stopped and no output was "
-            "written — rerun the stage to resume from its last checkpoint"
+            f"{stage}: {ranks} (of {count} processes; logs in {logs}); the others were stopped, the stage's outputs "
+            "are unchanged, and a rerun resumes from its last checkpoint"
+        ) from None
+    except SignalException as stopped:  # the stage itself was stopped (Ctrl-C, DVC, Slurm): the launcher stopped the ranks
+        raise PipelineError(
+            f"{stage}: stopped by {stopped.sigval.name} (logs in {logs}); the stage's outputs are unchanged, and a "
+            "rerun resumes from its last checkpoint"
         ) from None
     finally:
         logging.disable(logging.NOTSET)
