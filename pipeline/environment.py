@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.metadata
+import os
 import platform
 import socket
 import subprocess
@@ -34,6 +35,9 @@ from pipeline.runtime import RunContext, resolve_device
 
 # Distribution names, read with importlib.metadata (the installed versions, not the imported modules').
 PACKAGES = ("torch", "transformers", "tokenizers", "dvc")
+# The GPUs a stage process leased (`pipeline.lease` sets it; its launched ranks inherit it): which
+# devices of the machine it ran on, for provenance (another run on the same machine kind leases another).
+LEASED_GPUS_ENV = "PIPELINE_LEASED_GPUS"
 # What a run writes while the pipeline runs: changes there do not make the code tree dirty.
 RUN_OUTPUTS = ("reports/", "dvc.lock")
 
@@ -127,7 +131,7 @@ def _git(*arguments: str, cwd: Path) -> str | None:
 def provenance_record(stage: str, cwd: Path | None = None) -> dict:
     """What made a stage's outputs that is no function of code, data and params: the git commit
     (None outside a git checkout), whether tracked or new files other than the run's own outputs
-    (`RUN_OUTPUTS`) differed from it, the host and the time."""
+    (`RUN_OUTPUTS`) differed from it, the host, the GPUs it leased (None: no lease) and the time."""
     cwd = cwd or Path.cwd()
     commit = _git("rev-parse", "HEAD", cwd=cwd)
     status = _git("status", "--porcelain", "--untracked-files=all", "--no-renames", cwd=cwd)
@@ -137,6 +141,7 @@ def provenance_record(stage: str, cwd: Path | None = None) -> dict:
         "git_commit": commit.strip() if commit else None,
         "git_dirty": None if status is None else any(not path.startswith(RUN_OUTPUTS) for path in changed),
         "host": socket.gethostname(),
+        "gpu_lease": os.environ[LEASED_GPUS_ENV].split(",") if os.environ.get(LEASED_GPUS_ENV) else None,
         "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
 

@@ -1,8 +1,16 @@
-"""The `python -m stages` command: one sub-command per DVC stage of DESIGN.md §2."""
+"""The `python -m stages` command: one sub-command per DVC stage of DESIGN.md §2.
+
+Stages that run a model first lease their GPU (`pipeline.lease`); the training stages may spread
+over several processes (`PIPELINE_NPROC`, `pipeline.launch`). Both are how a stage runs, not what
+it computes, so they live here, outside the code a stage's result depends on (dvc.yaml deps)."""
+
+import functools
+import sys
 
 import typer
 
 from stages import analyze, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
+from stages.common import EXIT_USER_ERROR
 
 app = typer.Typer(
     help="TNCSE/JTCSE reproduction pipeline. Each command is one DVC stage; settings come from params.yaml.",
@@ -11,5 +19,30 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+TRAINING_STAGES = (pretrain, joint, distill)  # spread over PIPELINE_NPROC processes
+MODEL_STAGES = (*TRAINING_STAGES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs
+
+
+def on_devices(module):
+    """`module.command` run on leased GPUs, as N ranks when it is a training stage that asks for them."""
+    command = module.command
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        import logging
+
+        from pipeline.errors import PipelineError
+        from pipeline.launch import run_on_devices
+
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        try:
+            run_on_devices(module.NAME, lambda: command(*args, **kwargs), sys.argv[1:], module in TRAINING_STAGES)
+        except PipelineError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(EXIT_USER_ERROR) from None
+
+    return wrapper
+
+
 for module in (download, rtt, pretrain, joint, distill, evaluate, checkpoints, analyze, report, bench):
-    app.command(module.NAME, help=module.__doc__)(module.command)
+    app.command(module.NAME, help=module.__doc__)(on_devices(module) if module in MODEL_STAGES else module.command)

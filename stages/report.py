@@ -8,7 +8,8 @@ and the loss surface (reports/figures/<id>.png, tensor_norm_surface.png) and the
 reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv).
 Checks the papers' claims of claims.yaml against the same runs: reports/REPRODUCTION.md and the
 verdict counts reports/claims.json. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
-missing experiments (`--run` queues them)."""
+missing experiments (`--run` queues them), after naming the queue's failed experiments — those DVC's
+queue lost without a log (a race of `dvc queue start -j N`) with the command that removes them."""
 
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def command(
     from pipeline.errors import PipelineError
     from pipeline.reporting.claims import evaluate_claims, load_claims
     from pipeline.reporting.experiments import experiments_table
+    from pipeline.reporting.queue import failed_experiments
     from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
     from pipeline.reporting.runs import recorded_environments, run_queue_command, search_experiments, workspace_run
     from pipeline.reporting.spec import load_tables
@@ -57,6 +59,8 @@ def command(
     if queue not in tables.tables:
         raise PipelineError(f"--queue {queue}: no such table in {tables_file}; tables: {', '.join(tables.tables)}")
     table = build_table(tables, queue, source)
+    for failed in failed_experiments():
+        typer.echo(failed.line())
     for row in table.missing_rows:
         if not row.queued:
             typer.echo(f"# {row.label} is not an experiment; produce it with: {row.command}")
