@@ -1,4 +1,4 @@
-"""The three kinds of training the papers describe, as tasks for the one loop in `training.py`.
+"""The three kinds of training the papers describe, as `TrainingTask`s (`contract.py`) for the one loop (`loop.py`).
 
 - `SimCSETask` (pretrain@<tower>): unsupervised SimCSE on the corpus plus the tower's round trips;
   the backbone's pooler layer (dense + tanh) is SimCSE's training MLP.
@@ -7,27 +7,23 @@
 
 Each also knows how to embed sentences for model selection on STS-B dev (the inference embedding
 of the papers: last-layer [CLS], summed over towers for a twin) and how to save its result in
-Hugging Face format with a sentence-transformers CLS-pooling config beside it.
+Hugging Face format with a sentence-transformers CLS-pooling config beside it. The stages build
+them from params in `jobs.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
+import copy
 import json
-import logging
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from pipeline import losses, paths
-from pipeline.config import GaussianNegativesSettings, OptimSettings, Params, TrainSettings
-from pipeline.io import sha256_of
-from pipeline.errors import PipelineError
-from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score
+from pipeline import losses
+from pipeline.config import GaussianNegativesSettings, TrainSettings
 from pipeline.models import WeightedTowers
 from pipeline.modeling import (
     SentenceEncoder,
@@ -37,13 +33,10 @@ from pipeline.modeling import (
     last_layer_cls,
     load_backbone,
 )
-from pipeline.batching import Batch
-from pipeline.environment import environment_record, training_compute, write_provenance
-from pipeline.runtime import resolve_device, run_context, with_precision
-from pipeline.settings_rules import validate_precision
-from pipeline.training import TrainingResult, planned_steps, train, use_compile, write_training_report
+from pipeline.training.batching import Batch, Tokenizers
+from pipeline.training.contract import TrainingTask
 
-log = logging.getLogger(__name__)
+IctnLoss = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]  # (last_cls, norm vectors, factor) -> ICTN
 
 
 def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses.GaussianNegatives | None:
@@ -71,37 +64,7 @@ def save_sentence_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     (directory / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
 
 
-def model_embedder(embed, tokenizer: PreTrainedTokenizerBase, max_length: int, device: torch.device) -> Embedder:
-    """An `Embedder` over a model being trained: `embed(input_ids, attention_mask)` per batch."""
-
-    def embed_sentences(sentences: list[str]) -> torch.Tensor:
-        batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
-        return embed(batch["input_ids"], batch["attention_mask"])
-
-    return embed_sentences
-
-
-def stsb_dev_scorer(task, senteval_root: Path, tokenizer, max_length: int, device: torch.device,
-                    max_pairs: int | None, batch_size: int, seed: int):
-    """model → Spearman × 100 on STS-B dev with the task's inference embedding (model selection); with
-    `max_pairs`, on the dev pairs sampled with `seed` as the evaluator samples its test pairs."""
-    dev = load_tasks(senteval_root, ["STSBenchmark"], max_pairs, split="dev", seed=seed)
-
-    def score(model: nn.Module) -> float:
-        embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
-        results = evaluate_embedder(embedder, dev, batch_size, description="STS-B dev")
-        dev_score = reported_score(results["STSBenchmark"])
-        if not math.isfinite(dev_score):  # would make model selection keep an arbitrary checkpoint
-            raise PipelineError(
-                f"STS-B dev score is {dev_score} on {sum(map(len, dev[0].subsets.values()))} pairs: the model's "
-                "embeddings are constant or degenerate; lower the learning rate or check the input model"
-            )
-        return dev_score
-
-    return score
-
-
-class SimCSETask:
+class SimCSETask(TrainingTask):
     """Unsupervised SimCSE (SimCSE Eq. 4; GS-InfoNCE Eq. 2 when enabled) on one tower.
 
     Examples are (sentence,) — encoded twice, the two dropout views are the positive pair — or
@@ -110,11 +73,16 @@ class SimCSETask:
     """
 
     loss_spans_global_batch = True  # embeddings are gathered across DDP ranks
+    leaves_parameters_unused = False
 
-    def __init__(self, backbone: Path, tokenizer, dropout: float, temperature: float,
+    def __init__(self, backbone: Path, tokenizer: PreTrainedTokenizerBase, dropout: float, temperature: float,
                  gaussian: losses.GaussianNegatives | None, max_length: int):
-        self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")
-        self.tokenizer, self.temperature, self.gaussian, self.max_length = tokenizer, temperature, gaussian, max_length
+        super().__init__(SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler"), tokenizer)
+        self.temperature, self.gaussian, self.max_length = temperature, gaussian, max_length
+
+    @property
+    def column_tokenizers(self) -> Tokenizers:
+        return self.tokenizer  # the sentence and its round trip alike
 
     def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         if len(batch) == 1:
@@ -134,43 +102,40 @@ class SimCSETask:
         save_sentence_model(model.model, self.tokenizer, directory, self.max_length)
 
 
-def read_round_trips(path: Path, corpus_lines: int) -> list[str]:
-    """The round trips of the rtt stage: one line per corpus line, empty where translation failed."""
-    if not path.is_file():
-        raise PipelineError(f"{path} not found; the rtt stage writes it (`dvc repro rtt`)")
-    lines = path.read_text(encoding="utf-8").split("\n")[:-1]
-    if len(lines) != corpus_lines:
-        raise PipelineError(f"{path}: {len(lines)} lines but the corpus has {corpus_lines}; rerun `dvc repro -f rtt`")
-    return lines
+class TwinTask(TrainingTask):
+    """TNCSE (TNCSE Eq. 8) or JTCSE (JTCSE Eq. 15) on the two pretrained towers.
 
+    `ictn`: the kernel of the tensor-norm term, the vectorised `losses.ictn` unless given (the
+    benchmark's released-code baseline passes its per-sample loop, `with_ictn`)."""
 
-def pretraining_examples(corpus: Sequence[str], round_trips: Sequence[str], rtt_as: str) -> list[tuple[str, ...]]:
-    """SimCSE examples from the corpus and its aligned round trips (an empty line = failed translation).
+    loss_spans_global_batch = True  # the twin's outputs are gathered across DDP ranks
 
-    pairs: (sentence, round trip), falling back to (sentence, sentence) — two dropout views — where
-    the translation failed; sentences: every corpus sentence and every distinct new round trip.
-    """
-    if rtt_as == "pairs":
-        return [(sentence, trip or sentence) for sentence, trip in zip(corpus, round_trips)]
-    extra = [trip for trip in dict.fromkeys(round_trips) if trip and trip not in set(corpus)]
-    return [(sentence,) for sentence in [*corpus, *extra]]
-
-
-class TwinTask:
-    """TNCSE (TNCSE Eq. 8) or JTCSE (JTCSE Eq. 15) on the two pretrained towers."""
-
-    def __init__(self, tower_dirs: tuple[Path, Path], tokenizer, settings: TrainSettings, seed: int):
-        self.loss_spans_global_batch = True  # the twin's outputs are gathered across DDP ranks
-        # without the norm term on the pooler output the pooler layers get no gradient, which DDP must be told
-        self.leaves_parameters_unused = "ictn" not in settings.losses or settings.norm_input != "pooler"
-        self.model = TwinEncoder.from_pretrained(
+    def __init__(self, tower_dirs: tuple[Path, Path], tokenizer: PreTrainedTokenizerBase, settings: TrainSettings,
+                 seed: int, ictn: IctnLoss = losses.ictn):
+        model = TwinEncoder.from_pretrained(
             str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.mode_dropout,
             cross_mode=settings.cross_mode,
         )
-        for tower in self.model.towers:  # the LayerNorm study; 0 leaves the towers as loaded
+        for tower in model.towers:  # the LayerNorm study; 0 leaves the towers as loaded
             drop_layernorms(tower, settings.drop_layernorm)
-        self.tokenizer, self.settings, self.seed = tokenizer, settings, seed
+        super().__init__(model, tokenizer)
+        self.settings, self.seed, self.ictn = settings, seed, ictn
         self.gaussian = gaussian_negatives(settings.gaussian, seed)
+
+    @property
+    def column_tokenizers(self) -> Tokenizers:
+        return self.tokenizer
+
+    @property
+    def leaves_parameters_unused(self) -> bool:
+        # without the norm term on the pooler output the pooler layers get no gradient, which DDP must be told
+        return "ictn" not in self.settings.losses or self.settings.norm_input != "pooler"
+
+    def with_ictn(self, ictn: IctnLoss) -> TwinTask:
+        """This task, on the same model, with another ICTN kernel."""
+        twin = copy.copy(self)
+        twin.ictn = ictn
+        return twin
 
     def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         out = model(batch[0]["input_ids"], batch[0]["attention_mask"]).gather()
@@ -178,7 +143,7 @@ class TwinTask:
         direction = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
         objective = losses.twin_objective(
             out, self.settings.losses, self.settings.temperature, self.settings.norm_factor, self.gaussian, direction,
-            self.settings.norm_input,
+            self.settings.norm_input, self.ictn,
         )
         return {"loss": objective.total, **objective.terms}
 
@@ -240,23 +205,26 @@ class FrozenEnsemble(nn.Module):
         return self.ensemble.combine(cls)
 
 
-class DistillTask:
+class DistillTask(TrainingTask):
     """`D` / `UC D`: MSE between a fresh student's [CLS] and the frozen teacher's embedding.
 
-    Examples are a sentence once per distinct tokenizer (`examples`): column 0 in the student's
-    tokenization, further columns for teacher members whose tokenizer differs, so each member
-    reads the text as it was trained to."""
+    Examples are a sentence once per distinct tokenizer (`column_tokenizers`, `distill_examples`):
+    column 0 in the student's tokenization, further columns for teacher members whose tokenizer
+    differs, so each member reads the text as it was trained to."""
 
+    loss_spans_global_batch = False  # each rank regresses its own rows
     leaves_parameters_unused = True  # the student's pooler layer is never read
 
-    def __init__(self, backbone: Path, teacher: FrozenEnsemble, tokenizer, dropout: float, max_length: int):
-        self.model = SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler")
-        self.teacher, self.tokenizer, self.max_length = teacher, tokenizer, max_length
+    def __init__(self, backbone: Path, teacher: FrozenEnsemble, tokenizer: PreTrainedTokenizerBase, dropout: float,
+                 max_length: int):
+        super().__init__(SentenceEncoder(load_backbone(str(backbone), dropout), pooler="cls_before_pooler"), tokenizer)
+        self.teacher, self.max_length = teacher, max_length
         tokenizers, indices = distinct_tokenizers([tokenizer, *teacher.tokenizers])
-        self.column_tokenizers, self.teacher_columns = tokenizers, indices[1:]
+        self._column_tokenizers, self.teacher_columns = tokenizers, indices[1:]
 
-    def examples(self, sentences: Sequence[str]) -> list[tuple[str, ...]]:
-        return [(sentence,) * len(self.column_tokenizers) for sentence in sentences]
+    @property
+    def column_tokenizers(self) -> Tokenizers:
+        return self._column_tokenizers
 
     def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         ids, mask = batch[0]["input_ids"], batch[0]["attention_mask"]
@@ -271,57 +239,6 @@ class DistillTask:
         save_sentence_model(model.model, self.tokenizer, directory, self.max_length)
 
 
-def check_before_loading(name: str, example_count: int, settings: OptimSettings, params: Params, key: str) -> None:
-    """What a training stage checks before it loads any model: the device exists, its `precision`
-    (the setting `<key>.precision`) runs there — with device auto this is where a CPU meets it — and
-    the run takes at least one optimizer step (a 0-step run would save the untrained model as if trained)."""
-    device = resolve_device(params.device)
-    validate_precision(settings.precision, device.type, f"{key}.precision", params.device)
-    planned_steps(example_count, settings, name)
-
-
-def run_fingerprint(settings: OptimSettings, lr: float, params: Params, examples, input_models: Sequence[Path]) -> str:
-    """What defines a training run: its settings, its examples, the weights it starts from and how
-    model selection scores (the eval settings of the STS-B dev scorer, and the dev file): a
-    checkpoint is resumed only by a run with the same fingerprint, so a resume never compares dev
-    scores measured on different dev sets."""
-    # "dev_pairs": how max_pairs cuts the dev set (a seeded sample since it stopped being the first N pairs)
-    selection = params.eval.model_dump(include={"max_pairs", "batch_size", "max_length"}) | {"dev_pairs": "seeded sample"}
-    digest = hashlib.sha256(
-        json.dumps([settings.model_dump(), lr, params.seed, params.backbone.model_dump(), selection]).encode()
-    )
-    dev_file = paths.SENTEVAL / "STS" / "STSBenchmark" / "sts-dev.csv"
-    if dev_file.is_file():
-        digest.update(sha256_of(dev_file).encode())
-    for example in examples:
-        digest.update("\t".join(example).encode() + b"\n")
-    for folder in input_models:
-        for weights in sorted(Path(folder).rglob("*.safetensors")):
-            digest.update(sha256_of(weights).encode())
-    return digest.hexdigest()
-
-
-def run_training(name: str, task, examples, settings: OptimSettings, lr: float, output_dir: Path, params: Params,
-                 input_models: Sequence[Path], key: str, data_files: Sequence[Path]) -> TrainingResult:
-    """Train a task as a stage does: device from params, precision from `<key>.precision`, STS-B
-    dev selection, checkpoints under data/checkpoints/<name>/, metrics, loss curve and the details
-    with the environment (`data_files` hashed) under reports/training/, and the run's provenance
-    under reports/provenance/<name>.json."""
-    context = with_precision(run_context(params.device), settings.precision, f"{key}.precision", params.device)
-    dev_score = stsb_dev_scorer(
-        task, paths.SENTEVAL, task.tokenizer, params.eval.max_length, context.device, params.eval.max_pairs, params.eval.batch_size,
-        params.seed,
-    )
-    fingerprint = run_fingerprint(settings, lr, params, examples, input_models)
-    result = train(
-        task, examples, getattr(task, "column_tokenizers", task.tokenizer), settings, lr, output_dir, paths.CHECKPOINTS / name, context, params.seed,
-        dev_score, description=name, fingerprint=fingerprint,
-    )
-    if context.is_main:
-        compute = training_compute(settings, context, use_compile(settings.compile, context.device))
-        write_training_report(
-            result, paths.TRAINING_REPORTS / f"{name}.json", paths.TRAINING_REPORTS / f"{name}.csv",
-            paths.TRAINING_DETAILS / f"{name}.json", environment_record(context.device, params, data_files, compute),
-        )
-        write_provenance(name)
-    return result
+def distill_examples(sentences: Sequence[str], column_tokenizers: Sequence[PreTrainedTokenizerBase]) -> list[tuple[str, ...]]:
+    """A distillation example: the sentence once per distinct tokenizer of the student and the teacher."""
+    return [(sentence,) * len(column_tokenizers) for sentence in sentences]
