@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 
 # Modules, not names: on code without the fixes each test fails by itself instead of the whole file.
 from pipeline import modeling, runtime
-from pipeline.training import jobs, loop, selection, tasks
+from pipeline.training import jobs, loop, tasks
 from pipeline.config import OptimSettings, parse_params
 from pipeline import io as atomic_io
 from pipeline.data import readers
@@ -144,7 +144,7 @@ def test_a_nan_dev_score_stops_model_selection(tmp_path):
             return torch.ones(len(input_ids), 4)
 
     tokenizer = AutoTokenizer.from_pretrained(save_tiny_bert(tmp_path / "bert", seed=0, layers=1))
-    score = selection.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64, 42)
+    score = jobs.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64, 42)
     with pytest.raises(PipelineError, match=r"STS-B dev score is nan on 100 pairs"):
         score(torch.nn.Identity())
 

@@ -4,6 +4,5 @@
 - `tasks.py`: the papers' three tasks (SimCSE pretraining, the TNCSE/JTCSE twin, distillation);
 - `jobs.py`: one job per training stage (pretrain, joint, distill): settings, examples, checks, run, reports;
 - `loop.py`: `train` (resume, step, evaluate and keep the best, finish) and its `RunSpec`;
-- `batching.py`: examples to padded batches; `resume.py`: the loop's resume states;
-  `selection.py`: STS-B dev scoring for model selection.
+- `batching.py`: examples to padded batches; `resume.py`: the loop's resume states.
 """

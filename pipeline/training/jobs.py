@@ -4,33 +4,39 @@ A `TrainingJob` holds its stage's settings, read from params once (`pretrain_job
 `distill_job`; the benchmark builds the same jobs on its own backbone). `run` then does the
 stage's work in order: build the examples from the stage's inputs (`examples`), check what fails
 before any model loads (`check`: device, precision, at least one optimizer step), load the task
-(`task`), train it with the one loop (`loop.train`: STS-B dev selection, resume states under
-data/checkpoints/<name>/) and write the reports (reports/training/, the environment record, the
-provenance). `run_pretrain`, `run_joint` and `run_distill` are what the stage modules call.
+(`task`), train it with the one loop (`loop.train`: model selection on STS-B dev by
+`stsb_dev_scorer`, resume states under data/checkpoints/<name>/) and write the reports
+(reports/training/, the environment record, the provenance). `run_pretrain`, `run_joint` and
+`run_distill` are what the stage modules call.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
 
 from pipeline import paths
 from pipeline.config import OptimSettings, Params, PretrainSettings, StudentSettings, TrainSettings
 from pipeline.data.readers import read_corpus
 from pipeline.environment import environment_record, training_compute, training_data, write_provenance
 from pipeline.errors import PipelineError
+from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score
 from pipeline.io import sha256_of, write_json_atomic, write_text_atomic
 from pipeline.modeling import load_tokenizer
 from pipeline.models import TOWER_NAMES, WeightedTowers, teacher_model
 from pipeline.runtime import resolve_device, run_context, with_precision
 from pipeline.settings_rules import validate_precision
 from pipeline.training.contract import TrainingTask
-from pipeline.training.loop import RunSpec, TrainingResult, planned_steps, train, use_compile
-from pipeline.training.selection import stsb_dev_scorer
+from pipeline.training.loop import DevScore, RunSpec, TrainingResult, planned_steps, train, use_compile
 from pipeline.training.tasks import (
     DistillTask, FrozenEnsemble, SimCSETask, TwinTask, distill_examples, distinct_tokenizers, gaussian_negatives,
 )
@@ -219,6 +225,39 @@ def pretraining_examples(corpus: Sequence[str], round_trips: Sequence[str], rtt_
         return [(sentence, trip or sentence) for sentence, trip in zip(corpus, round_trips)]
     extra = [trip for trip in dict.fromkeys(round_trips) if trip and trip not in set(corpus)]
     return [(sentence,) for sentence in [*corpus, *extra]]
+
+
+# ---- model selection: STS-B dev with the task's inference embedding -----------------------------
+
+
+def model_embedder(embed, tokenizer: PreTrainedTokenizerBase, max_length: int, device: torch.device) -> Embedder:
+    """An `Embedder` over a model being trained: `embed(input_ids, attention_mask)` per batch."""
+
+    def embed_sentences(sentences: list[str]) -> torch.Tensor:
+        batch = tokenizer(sentences, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
+        return embed(batch["input_ids"], batch["attention_mask"])
+
+    return embed_sentences
+
+
+def stsb_dev_scorer(task: TrainingTask, senteval_root: Path, tokenizer: PreTrainedTokenizerBase, max_length: int,
+                    device: torch.device, max_pairs: int | None, batch_size: int, seed: int) -> DevScore:
+    """model → Spearman × 100 on STS-B dev with the task's inference embedding (model selection); with
+    `max_pairs`, on the dev pairs sampled with `seed` as the evaluator samples its test pairs."""
+    dev = load_tasks(senteval_root, ["STSBenchmark"], max_pairs, split="dev", seed=seed)
+
+    def score(model: nn.Module) -> float:
+        embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
+        results = evaluate_embedder(embedder, dev, batch_size, description="STS-B dev")
+        dev_score = reported_score(results["STSBenchmark"])
+        if not math.isfinite(dev_score):  # would make model selection keep an arbitrary checkpoint
+            raise PipelineError(
+                f"STS-B dev score is {dev_score} on {sum(map(len, dev[0].subsets.values()))} pairs: the model's "
+                "embeddings are constant or degenerate; lower the learning rate or check the input model"
+            )
+        return dev_score
+
+    return score
 
 
 # ---- the run and its reports -------------------------------------------------------------------

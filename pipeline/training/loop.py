@@ -11,14 +11,14 @@ how the result is saved); `train` does the rest, in four phases read top to bott
    weights kept for the output (`best-<step>/`, the step the metrics name);
 4. **finish**: the best (or, with no scorer, the final) model written in Hugging Face format, the checkpoints removed.
 
-Batches come from `pipeline.training.batching` (tokenised once per stage, seeded uniform random batches or
+Batches come from `batching.py` (tokenised once per stage, seeded uniform random batches or
 length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
 setting: bf16/fp16 autocast on CUDA, fp16 with a gradient scaler, or fp32) from `pipeline.runtime`. The
 loss stays on the device: it is read to the host every `LOSS_READ_EVERY` steps, before an
 evaluation, before a checkpoint and at the end (`LossLog`), so the host never waits for the GPU
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
 With `compile` (`auto`: on CUDA) the model's forward runs through `torch.compile`.
-Resume states (`<resume_dir>/step-<N>/`, `pipeline.training.resume`) survive a kill; a rerun with
+Resume states (`<resume_dir>/step-<N>/`, `resume.py`) survive a kill; a rerun with
 the same fingerprint resumes from the newest readable one (a corrupt one is named and skipped). The
 resume folder is held by one run at a time (a second run of the same stage is refused).
 
