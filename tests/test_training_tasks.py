@@ -1,7 +1,6 @@
 """pipeline/training/contract.py and tasks.py: what a task declares, and the papers' three tasks."""
 
 import ast
-from pathlib import Path
 
 import numpy as np
 import pytest
