@@ -55,7 +55,7 @@ class Compute:
 
 def training_compute(settings: OptimSettings, context: RunContext, compiled: bool) -> Compute:
     """A training stage's `Compute`: `settings.batch_size` is the global batch, split over the ranks
-    (`pipeline.batching`: rank r takes rows r, r + world, ...; the first ranks take one more row
+    (`pipeline.training.batching`: rank r takes rows r, r + world, ...; the first ranks take one more row
     when it does not divide)."""
     per_device = -(-settings.batch_size // context.world_size)
     return Compute(context.precision, compiled, context.world_size, per_device)

@@ -29,7 +29,7 @@ Readings of the equations, where the papers leave room (see also docs/method.md)
 """
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -226,6 +226,7 @@ def twin_objective(
     gaussian: GaussianNegatives | None = None,
     generator: torch.Generator | None = None,
     norm_input: str = "pooler",
+    ictn_kernel: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] = ictn,
 ) -> LossTerms:
     """The TNCSE objective when `out.cross_cls` is None, else the JTCSE objective.
 
@@ -234,7 +235,8 @@ def twin_objective(
     `generator` (seed it alike on every DDP rank).
     `losses` switches terms by name: "nce" (both towers' L_NCE), "icnce", "ictn" (ICTM in JTCSE).
     Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term;
-    `norm_input` picks the norms of the tensor-norm term (`norm_vectors`).
+    `norm_input` picks the norms of the tensor-norm term (`norm_vectors`); `ictn_kernel` computes
+    it (`ictn`; the benchmark's baseline passes the released code's per-sample loop).
     """
     selected = validate_loss_names(losses)
     last_cls, cross_cls = out.last_cls, out.cross_cls
@@ -248,7 +250,7 @@ def twin_objective(
             else joint_icnce(last_cls, cross_cls, draw_direction(generator), temperature, gaussian)
         )
     if "ictn" in selected:
-        terms["ictn"] = ictn(last_cls, norm_vectors(out, norm_input), norm_factor)
+        terms["ictn"] = ictn_kernel(last_cls, norm_vectors(out, norm_input), norm_factor)
     return LossTerms(total=sum(terms.values()), terms=terms)
 
 

@@ -55,18 +55,14 @@ def summary(stage_name: str, text: str) -> None:
     typer.echo(f"[{stage_name}] {text}")
 
 
-def tower_settings(params: Params, tower: str):
-    """The settings of one tower; an unknown tower name is an error listing the towers."""
-    if tower not in params.towers:
-        raise PipelineError(f"--tower {tower} is not a tower of params.yaml; towers: {', '.join(params.towers)}")
-    return params.towers[tower]
-
-
-def training_line(result, examples: int) -> str:
-    """The summary of a training stage: steps, loss, dev score, speed and memory."""
+def training_line(done) -> str:
+    """The summary of a training stage (a `pipeline.training.jobs.Trained`): the method where the
+    stage has several, steps, loss, dev score, speed and memory."""
+    result = done.result
     resumed = f", resumed at step {result.resumed_from}" if result.resumed_from is not None else ""
     best = f"best STS-B dev {result.best_dev:.2f} at step {result.best_step}" if result.best_dev is not None else "no dev score"
+    method = f"{done.method}: " if done.method else ""
     return (
-        f"{result.steps} steps on {examples} examples{resumed}, final loss {result.final_loss:.4f}, {best}, "
+        f"{method}{result.steps} steps on {done.examples} examples{resumed}, final loss {result.final_loss:.4f}, {best}, "
         f"{result.steps_per_second:.2f} steps/s, peak memory {result.peak_memory_mb:.0f} MB"
     )

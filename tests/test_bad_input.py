@@ -22,7 +22,8 @@ import yaml
 from transformers import AutoTokenizer
 
 # Modules, not names: on code without the fixes each test fails by itself instead of the whole file.
-from pipeline import modeling, runtime, training, training_tasks
+from pipeline import modeling, runtime
+from pipeline.training import jobs, loop, tasks
 from pipeline.config import OptimSettings, parse_params
 from pipeline import io as atomic_io
 from pipeline.data import readers
@@ -143,7 +144,7 @@ def test_a_nan_dev_score_stops_model_selection(tmp_path):
             return torch.ones(len(input_ids), 4)
 
     tokenizer = AutoTokenizer.from_pretrained(save_tiny_bert(tmp_path / "bert", seed=0, layers=1))
-    score = training_tasks.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64, 42)
+    score = jobs.stsb_dev_scorer(ConstantEmbedding(), SENTEVAL, tokenizer, 32, torch.device("cpu"), 100, 64, 42)
     with pytest.raises(PipelineError, match=r"STS-B dev score is nan on 100 pairs"):
         score(torch.nn.Identity())
 
@@ -155,11 +156,11 @@ def test_zero_optimizer_steps_is_an_error():
     # length_bucketed drops incomplete batches and steps, so a large grad_accum can leave none
     bucketed = dict(sampling="length_bucketed", batch_size=16)
     with pytest.raises(PipelineError, match=r"0 optimizer steps.*grad_accum=1000"):
-        training.planned_steps(1000, OptimSettings(**bucketed, grad_accum=1000), "pretrain-I")
-    assert training.planned_steps(1000, OptimSettings(**bucketed, grad_accum=2, max_steps=5)) == (31, 5)
+        loop.planned_steps(1000, OptimSettings(**bucketed, grad_accum=1000), "pretrain-I")
+    assert loop.planned_steps(1000, OptimSettings(**bucketed, grad_accum=2, max_steps=5)) == (31, 5)
     # random keeps the last partial batch and a last short step: 63 batches, one step of all of them
-    assert training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=1000)) == (1, 1)
-    assert training.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=2, max_steps=5)) == (32, 5)
+    assert loop.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=1000)) == (1, 1)
+    assert loop.planned_steps(1000, OptimSettings(batch_size=16, grad_accum=2, max_steps=5)) == (32, 5)
 
 
 def test_pretrain_with_zero_steps_fails_before_loading_a_model(project):
@@ -184,13 +185,13 @@ def test_a_run_resumed_at_its_last_step_reports_the_checkpoints_final_loss(tmp_p
     context = runtime.RunContext(torch.device("cpu"), None)
 
     def run(task):
-        return training.train(task, examples, task.tokenizer, optim, 1e-3, tmp_path / "out", tmp_path / "ckpt", context, 7)
+        return loop.train(task, examples, optim, loop.RunSpec(1e-3, 7, tmp_path / "out", tmp_path / "ckpt"), context)
 
-    killed = training_tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24)
+    killed = tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24)
     killed.save = lambda model, directory: (_ for _ in ()).throw(KeyboardInterrupt())  # killed after step 4's checkpoint
     with pytest.raises(KeyboardInterrupt):
         run(killed)
-    resumed = run(training_tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24))
+    resumed = run(tasks.SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24))
     assert resumed.resumed_from == 4 and resumed.steps == 4
     assert math.isfinite(resumed.final_loss) and resumed.final_loss == resumed.history[-1]["loss"]
 
@@ -261,7 +262,7 @@ def test_fingerprint_covers_the_dev_set_settings(tiny_params_dict):
 
     def fingerprint(**evaluation) -> str:
         changed = params.model_copy(update={"eval": params.eval.model_copy(update=evaluation)})
-        return training_tasks.run_fingerprint(params.pretrain, 1e-5, changed, [("a sentence",)], [])
+        return jobs.run_fingerprint(params.pretrain, 1e-5, changed, [("a sentence",)], [])
 
     assert fingerprint() == fingerprint()
     assert fingerprint(max_pairs=300) != fingerprint(max_pairs=100)

@@ -36,7 +36,7 @@ from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET
 from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError
 from pipeline.runtime import RunContext
-from pipeline.training_tasks import TwinTask
+from pipeline.training.tasks import TwinTask
 from stages import bench
 
 from conftest import MIRROR, REPO_ROOT, committed_text, tiny_preset

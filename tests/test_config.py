@@ -173,15 +173,15 @@ def test_with_device_auto_half_precision_is_checked_when_the_device_resolves(tin
     before loading any model, with one line naming the key."""
     import torch
 
-    from pipeline.training_tasks import check_before_loading
+    from pipeline.training.jobs import joint_job, pretrain_job
 
     tiny_params_dict["device"] = "auto"
     tiny_params_dict["pretrain"]["precision"] = "fp16"
     params = parse_params(tiny_params_dict)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(PipelineError) as error:
-        check_before_loading("pretrain-I", 1000, params.pretrain, params, "pretrain")
+        pretrain_job(params, "I").check(1000)
     assert str(error.value) == (
         "pretrain.precision=fp16 needs a CUDA GPU but device=auto runs on cpu; on CPU set pretrain.precision: fp32"
     )
-    check_before_loading("joint", 1000, params.train, params, "train")  # fp32: fine anywhere
+    joint_job(params).check(1000)  # fp32: fine anywhere

@@ -26,7 +26,7 @@ from pipeline.config import parse_params
 from pipeline.environment import Compute, environment_record, provenance_record, training_compute
 from pipeline.errors import PipelineError
 from pipeline.runtime import RunContext, run_context, with_precision
-from pipeline.training import training_step
+from pipeline.training.loop import training_step
 
 from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert

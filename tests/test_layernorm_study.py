@@ -35,7 +35,7 @@ from pipeline.reporting.runs import ExperimentSearch, Run
 from pipeline.reporting.spec import load_tables, parse_tables
 from pipeline.reporting.surface import SURFACE_K, SURFACE_T, tensor_norm_surface
 from pipeline.reporting.tables import RunSource, build_table
-from pipeline.training_tasks import TwinTask
+from pipeline.training.tasks import TwinTask
 
 from conftest import REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert

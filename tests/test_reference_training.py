@@ -12,13 +12,13 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences, evaluate_models
 from pipeline.models import WeightedTowers
-from pipeline.batching import (
+from pipeline.training.batching import (
     epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,
 )
 from pipeline.runtime import RunContext
-from pipeline.training_checkpoints import load_checkpoint as _load_checkpoint, save_checkpoint as _save_checkpoint
-from pipeline.training import train
-from pipeline.training_tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask
+from pipeline.training.resume import load_resume_state as _load_checkpoint, save_resume_state as _save_checkpoint
+from pipeline.training.loop import RunSpec, train
+from pipeline.training.tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask, distill_examples
 
 from conftest import MIRROR
 from tiny_models import save_tiny_bert
@@ -42,9 +42,8 @@ def optim(**overrides) -> OptimSettings:
     return OptimSettings(**{**values, **overrides})
 
 
-def run(task, examples, tmp_path, settings, lr=1e-3, tokenizer=None):
-    return train(task, examples, tokenizer or task.tokenizer, settings, lr, tmp_path / "out", tmp_path / "ckpt", CPU,
-                 seed=7)
+def run(task, examples, tmp_path, settings, lr=1e-3):
+    return train(task, examples, settings, RunSpec(lr, 7, tmp_path / "out", tmp_path / "ckpt"), CPU)
 
 
 # --- batch sampling -------------------------------------------------------------------------------
@@ -166,9 +165,9 @@ def test_eval_at_end_adds_an_evaluation_after_the_last_step(backbone, sentences,
     task = SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24)
     examples = [(s,) for s in sentences]
     for eval_at_end, expected in [(False, [2, 4]), (True, [2, 4, 5])]:
-        result = train(task, examples, task.tokenizer, optim(eval_every=2, max_steps=5, eval_at_end=eval_at_end), 1e-4,
-                       tmp_path / f"out-{eval_at_end}", tmp_path / f"ckpt-{eval_at_end}", CPU, seed=7,
-                       dev_score=lambda model: 1.0)
+        result = train(task, examples, optim(eval_every=2, max_steps=5, eval_at_end=eval_at_end),
+                       RunSpec(1e-4, 7, tmp_path / f"out-{eval_at_end}", tmp_path / f"ckpt-{eval_at_end}",
+                               dev_score=lambda model: 1.0), CPU)
         assert [row["step"] for row in result.history if "dev_stsb" in row] == expected
 
 
@@ -250,14 +249,14 @@ def test_a_two_tokenizer_uc_teacher_equals_the_hand_computed_weighted_sum(mixed_
     assert len(task.column_tokenizers) == 2 and task.teacher_columns == [0, 0, 1]
 
     texts = sentences[:6]
-    token_ids = tokenize_columns(task.column_tokenizers, task.examples(texts), 24)
+    token_ids = tokenize_columns(task.column_tokenizers, distill_examples(texts, task.column_tokenizers), 24)
     batch = [pad_batch(column, tokenizer.pad_token_id, torch.device("cpu"))
              for column, tokenizer in zip(token_ids, task.column_tokenizers)]
     target = teacher([batch[column] for column in task.teacher_columns])
     torch.testing.assert_close(target, hand_weighted_sum(members, texts), rtol=1e-5, atol=1e-5)
 
-    result = train(task, task.examples(sentences), task.column_tokenizers, optim(max_steps=2), 1e-3,
-                   tmp_path / "student", tmp_path / "ckpt", CPU, seed=7)
+    result = train(task, distill_examples(sentences, task.column_tokenizers), optim(max_steps=2),
+                   RunSpec(1e-3, 7, tmp_path / "student", tmp_path / "ckpt"), CPU)
     assert result.steps == 2 and np.isfinite(result.final_loss)
 
 
@@ -304,7 +303,7 @@ def test_paper_presets_hold_the_reference_code_values():
 
 
 def test_a_tokenizer_that_has_been_called_is_still_the_same_tokenizer(backbone, tmp_path):
-    from pipeline.training_tasks import same_tokenizer
+    from pipeline.training.tasks import same_tokenizer
 
     used, fresh = AutoTokenizer.from_pretrained(backbone), AutoTokenizer.from_pretrained(backbone)
     used(["a b c"], truncation=True, max_length=8, padding=True)

@@ -21,8 +21,8 @@ from transformers import AutoTokenizer
 from stages.common import stage_params
 from pipeline.config import OptimSettings
 from pipeline.runtime import RunContext
-from pipeline.training import train
-from pipeline.training_tasks import SimCSETask
+from pipeline.training.loop import RunSpec, train
+from pipeline.training.tasks import SimCSETask
 
 params, backbone, corpus, out = map(Path, sys.argv[1:5])
 logging.basicConfig(level=logging.INFO, format="%(message)s")  # as a stage does
@@ -30,8 +30,8 @@ stage_params(params)
 examples = [(line,) for line in corpus.read_text(encoding="utf-8").splitlines()]
 task = SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 32)
 optim = OptimSettings(batch_size=64, max_length=32, max_steps=2, eval_every=100, save_every=100)
-result = train(task, examples, task.tokenizer, optim, 1e-3, out / "model", out / "checkpoints",
-               RunContext(torch.device("cpu"), None), seed=7)
+result = train(task, examples, optim, RunSpec(1e-3, 7, out / "model", out / "checkpoints"),
+               RunContext(torch.device("cpu"), None))
 print(json.dumps({"threads": torch.get_num_threads(), "losses": [row["loss"] for row in result.history]}))
 """
 

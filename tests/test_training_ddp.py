@@ -10,10 +10,10 @@ import torch.multiprocessing as mp
 from transformers import AutoTokenizer
 
 from pipeline.config import OptimSettings
-from pipeline.batching import pad_batch, tokenize_columns
+from pipeline.training.batching import pad_batch, tokenize_columns
 from pipeline.runtime import RunContext, run_context
-from pipeline.training import train
-from pipeline.training_tasks import SimCSETask
+from pipeline.training.loop import RunSpec, train
+from pipeline.training.tasks import SimCSETask
 
 from conftest import MIRROR
 from tiny_models import save_tiny_bert
@@ -48,7 +48,7 @@ def _rank(rank: int, world_size: int, port: int, backbone, out) -> None:
         ddp = torch.nn.parallel.DistributedDataParallel(task.model)
         # rank r holds rows r, r+2, ... of the global batch 0..7, as the loop shards it
         torch.save(_gradients(task, ddp, list(range(rank, 8, world_size)), scale=world_size), out / f"grad-{rank}.pt")
-        train(_task(backbone), _examples(), task.tokenizer, SETTINGS, 1e-3, out / "model", out / "ckpt", context, seed=3)
+        train(_task(backbone), _examples(), SETTINGS, RunSpec(1e-3, 3, out / "model", out / "ckpt"), context)
     finally:
         torch.distributed.destroy_process_group()
 
@@ -78,6 +78,6 @@ def test_two_process_ddp_gives_the_gradient_of_one_process_on_the_global_batch(t
             torch.testing.assert_close(got[name], gradient, rtol=1e-4, atol=1e-7, msg=name)
     # the loop itself runs under DDP: rank 0 writes the model, the steps complete on both ranks
     assert (tmp_path / "model" / "model.safetensors").is_file()
-    single = train(_task(backbone), _examples(), single_task.tokenizer, SETTINGS, 1e-3, tmp_path / "one",
-                   tmp_path / "ckpt-one", RunContext(torch.device("cpu"), None), seed=3)
+    single = train(_task(backbone), _examples(), SETTINGS, RunSpec(1e-3, 3, tmp_path / "one", tmp_path / "ckpt-one"),
+                   RunContext(torch.device("cpu"), None))
     assert single.steps == 2

@@ -6,12 +6,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from pipeline import training
-from pipeline.batching import TokenizedExamples, batch_loader, epoch_batches, pad_batch, tokenize_columns
+from pipeline.training import loop as training
+from pipeline.training.batching import TokenizedExamples, batch_loader, epoch_batches, pad_batch, tokenize_columns
 from pipeline.config import OptimSettings
 from pipeline.runtime import RunContext
-from pipeline.training import make_optimizer, train, training_step, use_compile
-from pipeline.training_tasks import SimCSETask
+from pipeline.training.loop import RunSpec, make_optimizer, train, training_step, use_compile
+from pipeline.training.tasks import SimCSETask
 
 from conftest import MIRROR
 from tiny_models import save_tiny_bert
@@ -54,8 +54,8 @@ def test_the_loss_read_now_and_then_records_what_a_read_per_step_records(backbon
         task = SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, None, 24)
         settings = OptimSettings(batch_size=8, max_length=24, epochs=2, max_steps=7, grad_accum=2, max_grad_norm=1.0,
                                  eval_every=100, save_every=100)
-        return train(task, [(s,) for s in sentences], task.tokenizer, settings, 1e-3, tmp_path / folder / "out",
-                     tmp_path / folder / "ckpt", CPU, seed=7)
+        return train(task, [(s,) for s in sentences], settings,
+                     RunSpec(1e-3, 7, tmp_path / folder / "out", tmp_path / folder / "ckpt"), CPU)
 
     reads = []
     real_read = training.LossLog.read

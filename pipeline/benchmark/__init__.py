@@ -6,7 +6,7 @@ one module per section, all reading one `BenchInputs` (`inputs`):
 - `training_grid`: one optimizer step (forward, loss, backward, AdamW) of every training stage —
   `pretrain` (SimCSE), `tncse` (twin, cael 0), `jtcse-1` / `-3` / `-6` (twin with 1 / 3 / 6 CAELs) and
   `distill` (student + frozen two-tower teacher) — through the stages' own tasks
-  (`pipeline.training_tasks`) on a batch made as the training loop makes it (`tokenize_columns`,
+  (`pipeline.training.tasks`) on a batch made as the training loop makes it (`tokenize_columns`,
   `epoch_batches`, `pad_batch`; of its full batches, the one of median padded width), for a grid
   of batch sizes and maximum lengths; steps/s, real (non-padding) tokens/s, peak memory;
 - `baseline`: the joint step of the released code — the batch padded to the maximum length and the

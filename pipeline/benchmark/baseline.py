@@ -2,8 +2,9 @@
 
 The released TNCSE/JTCSE code pads every batch to `max_length` and computes the tensor-norm loss
 sample by sample in a Python loop. Here that baseline is the pipeline's own `TwinTask.loss` — same
-terms, same JTCSE direction R — with only the ICTN kernel swapped for the per-sample loop
-(`released_ictn`), fed a batch padded to the maximum length (`pad_to_length`).
+terms, same JTCSE direction R — with only the ICTN kernel given as the per-sample loop
+(`TwinTask.with_ictn(looped_ictn)`, a declared argument of the task, nothing patched), fed a
+batch padded to the maximum length (`pad_to_length`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -25,11 +25,12 @@ from pipeline.benchmark.step import bench_optimizer, timed_step
 from pipeline.benchmark.timing import free_memory, synchronizer, time_interleaved
 from pipeline.config import GaussianNegativesSettings
 from pipeline.errors import PipelineError
-from pipeline.batching import pad_batch
 from pipeline.runtime import RunContext
+from pipeline.training.batching import pad_batch
 
 if TYPE_CHECKING:
     from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
+    from pipeline.training.tasks import TwinTask
 
 log = logging.getLogger(__name__)
 
@@ -68,22 +69,10 @@ def looped_ictn(last_cls: torch.Tensor, pooler_output: torch.Tensor, factor: flo
     return looped_tensor_norm_loss(h_I, h_II, p_I, p_II, factor) + looped_tensor_norm_loss(h_II, h_I, p_II, p_I, factor)
 
 
-@contextmanager
-def released_ictn() -> Iterator[None]:
-    """Inside the block `losses.twin_objective` computes ICTN with the per-sample loop
-    (`looped_ictn`), so that the baseline runs the task's own loss wiring, not a copy of it."""
-    vectorised = losses.ictn
-    losses.ictn = looped_ictn
-    try:
-        yield
-    finally:
-        losses.ictn = vectorised
-
-
-def looped_twin_loss(task, model: nn.Module, batch, step: int) -> dict[str, torch.Tensor]:
-    """`task.loss` (a `TwinTask`) with the tensor-norm terms computed by the per-sample loop."""
-    with released_ictn():
-        return task.loss(model, batch, step)
+def looped_twin_loss(task: TwinTask, model: nn.Module, batch, step: int) -> dict[str, torch.Tensor]:
+    """`task.loss` (a `TwinTask`) with the tensor-norm terms computed by the per-sample loop: the
+    task's own loss wiring, not a copy of it."""
+    return task.with_ictn(looped_ictn).loss(model, batch, step)
 
 
 def pad_to_length(token_ids: list[list[int]], pad_id: int, device: torch.device, length: int) -> dict[str, torch.Tensor]:
@@ -144,24 +133,24 @@ def _variant_steps(task, model, optimizer, batch: TypicalBatch, context: RunCont
     def variant(padded: bool, looped: bool) -> Callable[[], None]:
         counter = itertools.count()
         make = batch.padded if padded else batch.dynamic
-        loss_fn = partial(looped_twin_loss, task) if looped else None
+        loss_fn = task.with_ictn(looped_ictn).loss if looped else None
         return lambda: timed_step(task, model, optimizer, make(), context, next(counter), loss_fn)
 
     return {name: variant(name.startswith("padded"), name.endswith("looped")) for name in JOINT_VARIANTS if name in variants}
 
 
 def _joint_task(inputs: BenchInputs):
-    """The joint stage's task (`pipeline.training_jobs.twin_task`) on two copies of the backbone at
+    """The joint stage's task (`pipeline.training.jobs.joint_job`) on two copies of the backbone at
     the joint grid point, GS-InfoNCE off (its noise is drawn afresh per call, which would make the
     two losses differ)."""
-    from pipeline.training_jobs import twin_task
+    from pipeline.training.jobs import joint_job
 
     scale = inputs.scale
     train = inputs.params.train.model_copy(update={
         "batch_size": scale.joint_batch_size, "max_length": scale.joint_max_length,
         "gaussian": GaussianNegativesSettings(),
     })
-    return twin_task(inputs.params, (inputs.backbone, inputs.backbone), train).task
+    return joint_job(inputs.params, (inputs.backbone, inputs.backbone), train).task()
 
 
 def bench_joint_padding(inputs: BenchInputs) -> dict:

@@ -15,7 +15,7 @@ from pipeline.benchmark.baseline import pad_to_length
 from pipeline.benchmark.scales import BenchScale
 from pipeline.config import Params
 from pipeline.errors import PipelineError
-from pipeline.batching import epoch_batches, pad_batch, tokenize_columns
+from pipeline.training.batching import epoch_batches, pad_batch, tokenize_columns
 from pipeline.runtime import RunContext
 
 BERT_BASE_NOTE = "random weights from transformers.BertConfig() (BERT-base shape), no checkpoint found; fine for timing"

@@ -1,5 +1,5 @@
 """The optimizer step every timed training measurement runs: the training loop's own
-`pipeline.training.training_step`, on one batch (grad_accum 1, one process), with the loop's
+`pipeline.training.loop.training_step`, on one batch (grad_accum 1, one process), with the loop's
 optimizer (`make_optimizer`: fused AdamW on CUDA)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from pipeline.batching import Batch
+from pipeline.training.batching import Batch
 from pipeline.runtime import RunContext
-from pipeline.training import make_optimizer, training_step
+from pipeline.training.loop import make_optimizer, training_step
 
 
 def bench_optimizer(model: nn.Module, lr: float, device: torch.device, weight_decay: float = 0.01) -> torch.optim.Optimizer:

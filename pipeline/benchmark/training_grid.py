@@ -1,5 +1,5 @@
 """Training throughput: one optimizer step of every training stage over a grid of batch sizes and
-maximum lengths, through the stages' own task classes (`pipeline.training_tasks`)."""
+maximum lengths, through the stages' own task classes (`pipeline.training.tasks`)."""
 
 from __future__ import annotations
 
@@ -51,12 +51,12 @@ def validate_stage_name(stage: str) -> str:
 
 def make_task(stage: str, backbone: Path, params: Params):
     """(task, lr) of a training stage on `backbone`, built as the stages build it
-    (`pipeline.training_jobs`): both towers and the teacher's members start from `backbone`."""
+    (`pipeline.training.jobs`): both towers and the teacher's members start from `backbone`."""
     from pipeline.models import WeightedTowers
-    from pipeline.training_jobs import distill_task, simcse_task, twin_task
+    from pipeline.training.jobs import distill_job, joint_job, pretrain_job
 
     if stage == "pretrain":
-        job = simcse_task(params, next(iter(params.towers)), backbone)
+        job = pretrain_job(params, next(iter(params.towers)), backbone)
     elif stage == "tncse" or stage.startswith("jtcse-"):
         from transformers import AutoConfig
 
@@ -64,13 +64,13 @@ def make_task(stage: str, backbone: Path, params: Params):
 
         train = twin_settings(stage, params.train)
         validate_cael(train.cael, AutoConfig.from_pretrained(backbone).num_hidden_layers, key=f"bench stage {stage}: cael")
-        job = twin_task(params, (backbone, backbone), train)
+        job = joint_job(params, (backbone, backbone), train)
     elif stage == "distill":
         student = params.distill.teachers.get("joint", StudentSettings())
-        job = distill_task(params, "joint", backbone, WeightedTowers.twin(backbone, backbone), student)
+        job = distill_job(params, "joint", backbone, WeightedTowers.twin(backbone, backbone), student)
     else:
         raise _unknown_stage(stage)
-    return job.task, job.lr
+    return job.task(), job.lr
 
 
 def step_record(timing: Mapping, batch: TypicalBatch, padded: bool = False) -> dict:

@@ -1,10 +1,7 @@
-import json
 import logging
 import math
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,19 +9,16 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from pipeline.config import OptimSettings, TrainSettings
+from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
 from pipeline.modeling import SentenceEncoder
-from pipeline.batching import length_bucketed_batches
 from pipeline.runtime import RunContext, resolve_device
-from pipeline.training import COMPLETED_NOTE, train, write_training_report
-from pipeline import training_checkpoints  # a module: on code without the lock only its tests fail
-from pipeline.training_tasks import (
-    DistillTask, FrozenEnsemble, SimCSETask, TwinTask, pretraining_examples, read_round_trips,
-)
+from pipeline.training.loop import COMPLETED_NOTE, RunSpec, train
+from pipeline.training import resume  # a module: on code without the lock only its tests fail
+from pipeline.training.tasks import SimCSETask
 
 from pipeline import io as io_module
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR
 from tiny_models import save_tiny_bert
 
 CPU = RunContext(torch.device("cpu"), None)
@@ -51,8 +45,9 @@ def settings(**overrides) -> OptimSettings:
 
 
 def run(task, examples, tmp_path, optim, lr=1e-3, dev_score=None, fingerprint="run", loss_hook=None):
-    return train(task, examples, task.tokenizer, optim, lr, tmp_path / "out", tmp_path / "ckpt", CPU, seed=7,
-                 dev_score=dev_score, fingerprint=fingerprint, loss_hook=loss_hook)
+    spec = RunSpec(lr, 7, tmp_path / "out", tmp_path / "ckpt", fingerprint=fingerprint, dev_score=dev_score,
+                   loss_hook=loss_hook)
+    return train(task, examples, optim, spec, CPU)
 
 
 def nan_at_step(bad_step):
@@ -110,7 +105,7 @@ def test_best_dev_model_is_saved_and_reloads_to_identical_embeddings(backbone, s
     result = run(task, [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=dev_score)
     assert (result.best_dev, result.best_step) == (5.0, 4)
     assert [row.get("dev_stsb") for row in result.history if "dev_stsb" in row] == [1.0, 5.0, 2.0]
-    assert sorted(path.name for path in (tmp_path / "ckpt").iterdir()) == sorted([COMPLETED_NOTE, training_checkpoints.LOCK_FILE])
+    assert sorted(path.name for path in (tmp_path / "ckpt").iterdir()) == sorted([COMPLETED_NOTE, resume.LOCK_FILE])
 
     saved = tmp_path / "out"
     reloaded = SentenceEncoder.from_pretrained(str(saved)).eval()
@@ -178,27 +173,12 @@ def test_a_kill_while_a_new_best_is_saved_keeps_the_best_the_checkpoint_names(ba
 
 
 def test_a_second_run_of_the_same_stage_is_refused_while_the_first_trains(backbone, sentences, tmp_path):
-    with training_checkpoints.hold_checkpoint_folder(tmp_path / "ckpt", "first"):
+    with resume.hold_resume_folder(tmp_path / "ckpt", "first"):
         with pytest.raises(PipelineError) as refused:
             run(simcse_task(backbone), [(s,) for s in sentences], tmp_path, settings())
         assert "another run" in str(refused.value) and str(tmp_path / "ckpt") in str(refused.value)
         assert not (tmp_path / "out").exists()
     assert run(simcse_task(backbone), [(s,) for s in sentences], tmp_path, settings()).steps == 6  # released
-
-
-def test_the_lock_of_a_killed_run_is_released_by_the_kernel(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pathlib import Path; from pipeline.training_checkpoints import hold_checkpoint_folder\n"
-        f"with hold_checkpoint_folder(Path({str(tmp_path / 'ckpt')!r}), 'x'):\n print('held', flush=True); time.sleep(600)"
-    )], stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
-    assert holder.stdout.readline().strip() == "held"
-    with pytest.raises(PipelineError):
-        with training_checkpoints.hold_checkpoint_folder(tmp_path / "ckpt", "second"):
-            pass
-    holder.kill()
-    holder.wait()
-    with training_checkpoints.hold_checkpoint_folder(tmp_path / "ckpt", "second"):
-        pass
 
 
 # ---- a corrupt checkpoint is named and skipped (issue 34 B) ------------------------------------
@@ -232,69 +212,12 @@ def test_when_every_checkpoint_is_corrupt_the_run_starts_over(backbone, sentence
     assert "step-4" in warnings[0] and "step-2" in warnings[1] and warnings[1].endswith("starting over")
 
 
-def test_twin_and_distill_tasks_train_and_save(sentences, tmp_path):
-    towers = (save_tiny_bert(tmp_path / "I", seed=1), save_tiny_bert(tmp_path / "II", seed=2))
-    tokenizer = AutoTokenizer.from_pretrained(towers[0])
-    twin_settings = TrainSettings(cael=1, batch_size=8, max_length=24, max_steps=2, save_every=100)
-    twin_task = TwinTask(towers, tokenizer, twin_settings, seed=5)
-    result = train(twin_task, [(s,) for s in sentences], tokenizer, twin_settings, 1e-4, tmp_path / "joint",
-                   tmp_path / "ckpt-joint", CPU, seed=5)
-    assert set(result.history[0]) >= {"loss", "nce", "icnce", "ictn"}
-    assert all((tmp_path / "joint" / tower / "model.safetensors").is_file() for tower in ("I", "II"))
-
-    teacher = FrozenEnsemble([(tmp_path / "joint" / "I", 1.0), (tmp_path / "joint" / "II", 1.0)])
-    student = DistillTask(towers[0], teacher, tokenizer, 0.1, 24)
-    distilled = train(student, [(s,) for s in sentences], tokenizer, settings(max_steps=3), 1e-3, tmp_path / "student",
-                      tmp_path / "ckpt-student", CPU, seed=5)
-    assert distilled.steps == 3 and np.isfinite(distilled.final_loss)
-    assert all(not p.requires_grad for p in teacher.parameters())
-    assert (tmp_path / "student" / "model.safetensors").is_file()
-
-
-def test_length_bucketed_batches_cover_the_corpus_once_with_less_padding():
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(5, 60, size=1000).tolist()
-    batches = length_bucketed_batches(lengths, batch_size=16, seed=1, epoch=0)
-    flat = [i for batch in batches for i in batch]
-    assert len(flat) == len(set(flat)) and 1000 - len(flat) < 16 * 2
-    assert all(len(batch) == 16 for batch in batches)
-    assert batches == length_bucketed_batches(lengths, batch_size=16, seed=1, epoch=0)
-    assert batches != length_bucketed_batches(lengths, batch_size=16, seed=1, epoch=1)
-    padded = sum(16 * max(lengths[i] for i in batch) for batch in batches)
-    random_order = rng.permutation(1000)[: len(flat)].reshape(-1, 16)
-    padded_random = sum(16 * max(lengths[i] for i in batch) for batch in random_order)
-    assert padded < 0.8 * padded_random
-
-
-def test_pretraining_examples_pairs_and_sentences(tmp_path):
-    corpus = ["a b", "c d", "e f"]
-    trips = ["a b.", "", "e f"]
-    assert pretraining_examples(corpus, trips, "pairs") == [("a b", "a b."), ("c d", "c d"), ("e f", "e f")]
-    assert pretraining_examples(corpus, trips, "sentences") == [("a b",), ("c d",), ("e f",), ("a b.",)]
-    path = tmp_path / "I.txt"
-    path.write_text("a b.\n\ne f\n")
-    assert read_round_trips(path, 3) == trips
-    with pytest.raises(PipelineError, match="3 lines but the corpus has 4"):
-        read_round_trips(path, 4)
-
-
 def test_asking_for_cuda_without_one_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     with pytest.raises(PipelineError, match="device=cuda but no CUDA GPU"):
         resolve_device("cuda")
     assert resolve_device("auto").type == "cpu"
-
-
-def test_training_report_files(tmp_path):
-    from pipeline.training import TrainingResult
-
-    result = TrainingResult(2, 50.0, 2, 0.5, 1.5, 100.0, None,
-                            [{"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5, "dev_stsb": 50.0}])
-    write_training_report(result, tmp_path / "m.json", tmp_path / "c.csv", tmp_path / "details" / "m.json")
-    assert json.loads((tmp_path / "m.json").read_text()) == {"best_dev_stsb": 50.0, "steps": 2}
-    assert json.loads((tmp_path / "details" / "m.json").read_text()) == {"steps": 2, "best_dev_stsb": 50.0, "best_step": 2, "final_loss": 0.5}
-    assert (tmp_path / "c.csv").read_text().splitlines() == ["step,dev_stsb,loss", "1,,1", "2,50,0.5"]
 
 
 def test_same_seed_gives_identical_weights_and_deterministic_algorithms(backbone, sentences, tmp_path):

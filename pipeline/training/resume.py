@@ -1,15 +1,17 @@
-"""Checkpoints of the training loop: `<checkpoint_dir>/step-<N>/` holds the trained module's weights
+"""The training loop's resume states — named so as not to be confused with the public checkpoints
+of the papers' released systems (`pipeline.checkpoints`). On disk they live under
+data/checkpoints/<stage>/ (`paths.RESUME_STATES`): `<resume_dir>/step-<N>/` holds the trained module's weights
 (safetensors), the optimizer and scheduler state and the CPU and CUDA RNG states in
 `training_state.pt` (`torch.load(weights_only=True)` on resume — only files this loop wrote
 itself), and `state.json` (step, best dev score, history, fingerprint, the SHA-256 of the other
 two files), written last. Each is written into a temporary folder and renamed, so a killed run
 leaves only whole checkpoints; the newest two are kept. A checkpoint that fails to read or to match
-its recorded checksums is named, discarded, and the next older one tried (`resumable_checkpoint`).
+its recorded checksums is named, discarded, and the next older one tried (`resumable_state`).
 
 The best model so far lives in `best-<step>/`, a new folder per new best: it is never replaced in
 place, so a kill at any moment leaves the folder that each kept checkpoint names
 (`prune_best_models` removes the others). The folder holding all this is the run's alone while it
-trains (`hold_checkpoint_folder`).
+trains (`hold_resume_folder`).
 """
 
 from __future__ import annotations
@@ -44,47 +46,47 @@ def unwrap(model: nn.Module) -> nn.Module:
 
 
 @contextmanager
-def hold_checkpoint_folder(checkpoint_dir: Path, description: str) -> Iterator[None]:
+def hold_resume_folder(resume_dir: Path, description: str) -> Iterator[None]:
     """The folder is this run's until the block ends: a second run of the same stage is refused.
 
     `flock` on a file in the folder: the kernel releases it when the process dies, so a killed run
     never leaves a stale lock behind."""
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    handle = os.open(checkpoint_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
+    resume_dir.mkdir(parents=True, exist_ok=True)
+    handle = os.open(resume_dir / LOCK_FILE, os.O_CREAT | os.O_RDWR, 0o644)
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise PipelineError(
-                f"{description}: another run of this stage is training in {checkpoint_dir} (it holds "
-                f"{checkpoint_dir / LOCK_FILE}); wait for it to finish or stop it, then rerun"
+                f"{description}: another run of this stage is training in {resume_dir} (it holds "
+                f"{resume_dir / LOCK_FILE}); wait for it to finish or stop it, then rerun"
             ) from None
         yield
     finally:
         os.close(handle)  # releases the lock
 
 
-def clear_checkpoint_folder(checkpoint_dir: Path) -> None:
+def clear_resume_folder(resume_dir: Path) -> None:
     """Remove every checkpoint and best model (not the lock a running run holds)."""
-    for entry in checkpoint_dir.iterdir():
+    for entry in resume_dir.iterdir():
         if entry.name != LOCK_FILE:
             # tolerant: under DDP every rank resumes, and may clear the same folder at once
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
 
 
-def best_model_folder(checkpoint_dir: Path, step: int) -> Path:
-    return checkpoint_dir / f"best-{step}"
+def best_model_folder(resume_dir: Path, step: int) -> Path:
+    return resume_dir / f"best-{step}"
 
 
-def _complete_checkpoints(checkpoint_dir: Path) -> list[Path]:
+def _complete_states(resume_dir: Path) -> list[Path]:
     """Whole checkpoints (their state.json written last), oldest first."""
-    complete = [path for path in checkpoint_dir.glob("step-*")
+    complete = [path for path in resume_dir.glob("step-*")
                 if path.name[len("step-"):].isdigit() and (path / "state.json").is_file()]
     return sorted(complete, key=lambda path: int(path.name.split("-")[1]))
 
 
-def latest_checkpoint(checkpoint_dir: Path) -> Path | None:
-    return (_complete_checkpoints(checkpoint_dir) or [None])[-1]
+def latest_resume_state(resume_dir: Path) -> Path | None:
+    return (_complete_states(resume_dir) or [None])[-1]
 
 
 def _rng_states(device: torch.device) -> dict[str, torch.Tensor]:
@@ -96,9 +98,9 @@ def _rng_states(device: torch.device) -> dict[str, torch.Tensor]:
     return states
 
 
-def save_checkpoint(checkpoint_dir: Path, step: int, model: nn.Module, optimizer, scheduler, state: dict,
+def save_resume_state(resume_dir: Path, step: int, model: nn.Module, optimizer, scheduler, state: dict,
                     device: torch.device) -> None:
-    with atomic_directory(checkpoint_dir / f"step-{step}") as folder:
+    with atomic_directory(resume_dir / f"step-{step}") as folder:
         weights = {name: tensor.detach().contiguous().cpu() for name, tensor in unwrap(model).state_dict().items()}
         save_file(weights, folder / "model.safetensors")
         torch.save(
@@ -107,16 +109,16 @@ def save_checkpoint(checkpoint_dir: Path, step: int, model: nn.Module, optimizer
         )
         checksums = {name: sha256_of(folder / name) for name in CHECKSUMMED}
         (folder / "state.json").write_text(json.dumps({**state, "checksums": checksums}))
-    for old in _complete_checkpoints(checkpoint_dir)[:-2]:  # the newest two: a kill during a save leaves one
+    for old in _complete_states(resume_dir)[:-2]:  # the newest two: a kill during a save leaves one
         shutil.rmtree(old, ignore_errors=True)
 
 
-class CorruptCheckpoint(Exception):
+class CorruptResumeState(Exception):
     """A checkpoint that cannot be read back as written (the message names the file and why)."""
 
 
 @dataclass
-class StoredCheckpoint:
+class ResumeState:
     """A checkpoint read whole into memory, before anything of the run is touched."""
 
     folder: Path
@@ -129,30 +131,30 @@ def _read_state(folder: Path) -> dict:
     try:
         state = json.loads((folder / "state.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CorruptCheckpoint(f"state.json: {error}") from None
+        raise CorruptResumeState(f"state.json: {error}") from None
     if not isinstance(state, dict) or not isinstance(state.get("step"), int):
-        raise CorruptCheckpoint("state.json: no step recorded")
+        raise CorruptResumeState("state.json: no step recorded")
     return state
 
 
-def read_checkpoint(folder: Path) -> StoredCheckpoint:
-    """The checkpoint in `folder`, every file checked; `CorruptCheckpoint` if any fails."""
+def read_resume_state(folder: Path) -> ResumeState:
+    """The checkpoint in `folder`, every file checked; `CorruptResumeState` if any fails."""
     state = _read_state(folder)
     for name, expected in state.get("checksums", {}).items():  # checkpoints of older versions have none
         if not (folder / name).is_file() or sha256_of(folder / name) != expected:
-            raise CorruptCheckpoint(f"{name}: missing or not what was written (checksum differs)")
+            raise CorruptResumeState(f"{name}: missing or not what was written (checksum differs)")
     try:
         weights = load_file(folder / "model.safetensors")
     except (OSError, SafetensorError) as error:
-        raise CorruptCheckpoint(f"model.safetensors: {error}") from None
+        raise CorruptResumeState(f"model.safetensors: {error}") from None
     try:
         training_state = torch.load(folder / "training_state.pt", weights_only=True)
     except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
-        raise CorruptCheckpoint(f"training_state.pt: {str(error).splitlines()[0]}") from None
-    return StoredCheckpoint(folder, weights, training_state, state)
+        raise CorruptResumeState(f"training_state.pt: {str(error).splitlines()[0]}") from None
+    return ResumeState(folder, weights, training_state, state)
 
 
-def apply_checkpoint(stored: StoredCheckpoint, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
+def apply_resume_state(stored: ResumeState, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
     """Put a read checkpoint's weights, optimizer, schedule and RNG states in place; its state.json."""
     unwrap(model).load_state_dict(stored.weights, strict=True)
     optimizer.load_state_dict(stored.training_state["optimizer"])
@@ -163,48 +165,48 @@ def apply_checkpoint(stored: StoredCheckpoint, model: nn.Module, optimizer, sche
     return stored.state
 
 
-def load_checkpoint(folder: Path, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
-    return apply_checkpoint(read_checkpoint(folder), model, optimizer, scheduler, device)
+def load_resume_state(folder: Path, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
+    return apply_resume_state(read_resume_state(folder), model, optimizer, scheduler, device)
 
 
-def resumable_checkpoint(checkpoint_dir: Path, fingerprint: str, description: str) -> StoredCheckpoint | None:
+def resumable_state(resume_dir: Path, fingerprint: str, description: str) -> ResumeState | None:
     """The newest whole, readable checkpoint of this fingerprint, or None to start over.
 
     A corrupt one is named in one line, removed, and the next older one tried; checkpoints of other
     settings are all removed (with the best models), as is a best model no checkpoint names."""
-    for folder in reversed(_complete_checkpoints(checkpoint_dir)):
+    for folder in reversed(_complete_states(resume_dir)):
         try:
-            stored = read_checkpoint(folder)
-        except CorruptCheckpoint as error:
-            older = _complete_checkpoints(checkpoint_dir)[:-1]
+            stored = read_resume_state(folder)
+        except CorruptResumeState as error:
+            older = _complete_states(resume_dir)[:-1]
             fallback = f"trying {older[-1].name}" if older and older[-1] != folder else "starting over"
             log.warning("%s: checkpoint %s is corrupt (%s); discarded, %s", description, folder, error, fallback)
             shutil.rmtree(folder, ignore_errors=True)
             continue
         if stored.state.get("fingerprint") != fingerprint:
-            log.info("%s: checkpoints in %s belong to other settings; starting over", description, checkpoint_dir)
+            log.info("%s: checkpoints in %s belong to other settings; starting over", description, resume_dir)
             break
         best_step = stored.state["best_step"]
-        if best_step is not None and not best_model_folder(checkpoint_dir, best_step).is_dir():
+        if best_step is not None and not best_model_folder(resume_dir, best_step).is_dir():
             raise PipelineError(
                 f"{description}: checkpoint {folder} names the best model of step {best_step}, but "
-                f"{best_model_folder(checkpoint_dir, best_step)} is missing; delete {checkpoint_dir} to train again"
+                f"{best_model_folder(resume_dir, best_step)} is missing; delete {resume_dir} to train again"
             )
-        prune_best_models(checkpoint_dir, best_step)
+        prune_best_models(resume_dir, best_step)
         return stored
-    clear_checkpoint_folder(checkpoint_dir)
+    clear_resume_folder(resume_dir)
     return None
 
 
-def prune_best_models(checkpoint_dir: Path, current_best: int | None) -> None:
+def prune_best_models(resume_dir: Path, current_best: int | None) -> None:
     """Remove the best-model folders that neither the run now nor a kept checkpoint names."""
     named = {current_best}
-    for folder in _complete_checkpoints(checkpoint_dir):
+    for folder in _complete_states(resume_dir):
         try:
             named.add(_read_state(folder).get("best_step"))
-        except CorruptCheckpoint:
+        except CorruptResumeState:
             pass  # resuming will discard it
-    for best in checkpoint_dir.glob("best-*"):
+    for best in resume_dir.glob("best-*"):
         suffix = best.name[len("best-"):]
         if not (suffix.isdigit() and int(suffix) in named):
             shutil.rmtree(best, ignore_errors=True)

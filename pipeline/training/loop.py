@@ -11,16 +11,19 @@ how the result is saved); `train` does the rest, in four phases read top to bott
    weights kept for the output (`best-<step>/`, the step the metrics name);
 4. **finish**: the best (or, with no scorer, the final) model written in Hugging Face format, the checkpoints removed.
 
-Batches come from `pipeline.batching` (tokenised once per stage, seeded uniform random batches or
+Batches come from `batching.py` (tokenised once per stage, seeded uniform random batches or
 length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
 setting: bf16/fp16 autocast on CUDA, fp16 with a gradient scaler, or fp32) from `pipeline.runtime`. The
 loss stays on the device: it is read to the host every `LOSS_READ_EVERY` steps, before an
 evaluation, before a checkpoint and at the end (`LossLog`), so the host never waits for the GPU
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
 With `compile` (`auto`: on CUDA) the model's forward runs through `torch.compile`.
-Checkpoints (`<checkpoint_dir>/step-<N>/`, `pipeline.training_checkpoints`) survive a kill; a rerun with
+Resume states (`<resume_dir>/step-<N>/`, `resume.py`) survive a kill; a rerun with
 the same fingerprint resumes from the newest readable one (a corrupt one is named and skipped). The
-checkpoint folder is held by one run at a time (a second run of the same stage is refused).
+resume folder is held by one run at a time (a second run of the same stage is refused).
+
+What a task must provide is declared in `pipeline.training.contract.TrainingTask`; what one run
+needs beside the task, its examples and optimisation settings is a `RunSpec`.
 """
 
 from __future__ import annotations
@@ -33,22 +36,23 @@ from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
-from pipeline.batching import Batch, TokenizedExamples, Tokenizers, batch_loader, epoch_batches, steps_per_epoch, to_device
-from pipeline.training_checkpoints import (
-    apply_checkpoint, best_model_folder, hold_checkpoint_folder, latest_checkpoint, prune_best_models,
-    resumable_checkpoint, save_checkpoint, unwrap,
-)
 from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
-from pipeline.io import atomic_directory, write_json_atomic, write_text_atomic
+from pipeline.io import atomic_directory, write_text_atomic
 from pipeline.runtime import RunContext, peak_memory_mb, seed_everything
+from pipeline.training.batching import Batch, TokenizedExamples, batch_loader, epoch_batches, steps_per_epoch, to_device
+from pipeline.training.contract import TrainingTask
+from pipeline.training.resume import (
+    apply_resume_state, best_model_folder, hold_resume_folder, latest_resume_state, prune_best_models,
+    resumable_state, save_resume_state, unwrap,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,18 +61,27 @@ LOSS_READ_EVERY = 50  # steps between two reads of the loss from the device (one
 
 LossFn = Callable[[nn.Module, Batch, int], dict[str, torch.Tensor]]
 LossHook = Callable[[torch.Tensor, int], torch.Tensor]  # (a micro-batch's loss, step) -> the loss to use
+DevScore = Callable[[nn.Module], float]  # model -> STS-B dev Spearman x 100 (model selection)
 
 
-class TrainingTask(Protocol):
-    """What a training stage hands to `train`."""
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of `train` beside its task, examples and optimisation settings.
 
-    model: nn.Module  # the module whose parameters are trained (DDP wraps it)
+    `dev_score` runs every `eval_every` steps (and at the end with `eval_at_end`); the best-scoring
+    weights are what `task.save` writes to `output_dir`; without it the final weights are saved.
+    Resume states under `resume_dir` record `fingerprint` (the settings and inputs that define the
+    run); one written under another fingerprint is discarded instead of resumed. `loss_hook`: see
+    `training_step`."""
 
-    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
-        """The objective on one batch: {"loss": total, other terms for logging}."""
-
-    def save(self, model: nn.Module, directory: Path) -> None:
-        """Write the trained model(s) in Hugging Face format."""
+    lr: float
+    seed: int
+    output_dir: Path
+    resume_dir: Path
+    description: str = "train"  # names the run in logs and errors
+    fingerprint: str = ""
+    dev_score: DevScore | None = None
+    loss_hook: LossHook | None = None
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, schedule: str, warmup_steps: int, total_steps: int):
@@ -133,8 +146,8 @@ class LossLog:
     of one per step. `read` appends a history row per step — each term the mean of its
     micro-batches, `lr` — and stops the run on a NaN/inf loss, naming the first step that had it."""
 
-    def __init__(self, history: list[dict], description: str, checkpoint_dir: Path):
-        self.history, self.description, self.checkpoint_dir = history, description, checkpoint_dir
+    def __init__(self, history: list[dict], description: str, resume_dir: Path):
+        self.history, self.description, self.resume_dir = history, description, resume_dir
         self._pending: list[tuple[int, dict[str, list[torch.Tensor]], float]] = []
 
     def add(self, step: int, terms: dict[str, list[torch.Tensor]], lr: float) -> None:
@@ -152,7 +165,7 @@ class LossLog:
                 bad = [value for value in micro if not math.isfinite(value)] if name == "loss" else []
                 if bad:
                     self._pending = []
-                    kept = latest_checkpoint(self.checkpoint_dir)
+                    kept = latest_resume_state(self.resume_dir)
                     raise PipelineError(
                         f"{self.description}: loss is {bad[0]} at step {step}; stopped, last good checkpoint "
                         f"{kept or 'none yet'} kept; lower the learning rate or check the input"
@@ -233,10 +246,7 @@ class _Run:
     optimizer: torch.optim.Optimizer
     scheduler: object
     context: RunContext
-    checkpoint_dir: Path
-    description: str
-    fingerprint: str
-    dev_score: Callable[[nn.Module], float] | None
+    spec: RunSpec
     step: int = 0
     best_dev: float | None = None
     best_step: int | None = None
@@ -247,7 +257,7 @@ class _Run:
 
     def best_dir(self) -> Path:
         """The folder of the best model so far (`best-<step>/`, the step its metrics name)."""
-        return best_model_folder(self.checkpoint_dir, self.best_step)
+        return best_model_folder(self.spec.resume_dir, self.best_step)
 
 
 def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext):
@@ -260,21 +270,21 @@ def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps
     if context.world_size > 1:
         model = nn.parallel.DistributedDataParallel(
             model, device_ids=[context.device.index] if context.device.type == "cuda" else None,
-            find_unused_parameters=getattr(task, "leaves_parameters_unused", False),
+            find_unused_parameters=task.leaves_parameters_unused,
         )
     return model, optimizer, scheduler
 
 
 def _resume(run: _Run, total_steps: int) -> None:
-    """Phase 1: continue from the newest whole, readable checkpoint written under the same fingerprint."""
-    run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    stored = resumable_checkpoint(run.checkpoint_dir, run.fingerprint, run.description)
+    """Phase 1: continue from the newest whole, readable resume state written under the same fingerprint."""
+    run.spec.resume_dir.mkdir(parents=True, exist_ok=True)
+    stored = resumable_state(run.spec.resume_dir, run.spec.fingerprint, run.spec.description)
     if stored is not None:
-        state = apply_checkpoint(stored, run.model, run.optimizer, run.scheduler, run.context.device)
+        state = apply_resume_state(stored, run.model, run.optimizer, run.scheduler, run.context.device)
         run.step, run.best_dev, run.best_step = state["step"], state["best_dev"], state["best_step"]
         run.history[:] = state["history"]
         run.resumed_from = run.step
-        log.info("%s: resuming from checkpoint %s (step %d of %d)", run.description, stored.folder, run.step, total_steps)
+        log.info("%s: resuming from checkpoint %s (step %d of %d)", run.spec.description, stored.folder, run.step, total_steps)
 
 
 def _epoch_groups(data: TokenizedExamples, settings: OptimSettings, seed: int, step: int, epoch_steps: int,
@@ -297,12 +307,12 @@ def _epoch_groups(data: TokenizedExamples, settings: OptimSettings, seed: int, s
 def _evaluate_and_keep_best(run: _Run) -> None:
     """Phase 3: score the current weights on STS-B dev; keep them when they are the best so far."""
     run.losses.read()
-    if run.dev_score is None or not run.context.is_main:
+    if run.spec.dev_score is None or not run.context.is_main:
         return
     model = unwrap(run.model)
     model.eval()
     with torch.no_grad(), run.context.autocast():
-        score = float(run.dev_score(model))
+        score = float(run.spec.dev_score(model))
     model.train()
     if run.history and run.history[-1]["step"] == run.step:
         run.history[-1]["dev_stsb"] = score
@@ -312,39 +322,39 @@ def _evaluate_and_keep_best(run: _Run) -> None:
         run.best_dev, run.best_step = score, run.step
         with atomic_directory(run.best_dir()) as folder:  # a new folder: the kept ones stay whole
             run.task.save(model, folder)
-        prune_best_models(run.checkpoint_dir, run.best_step)
-    log.info("%s: step %d STS-B dev %.2f (best %.2f at step %d)", run.description, run.step, score, run.best_dev,
+        prune_best_models(run.spec.resume_dir, run.best_step)
+    log.info("%s: step %d STS-B dev %.2f (best %.2f at step %d)", run.spec.description, run.step, score, run.best_dev,
              run.best_step)
 
 
-def _checkpoint(run: _Run) -> None:
+def _save_resume_state(run: _Run) -> None:
     run.losses.read()  # on every rank: a NaN stops them all, before anything is saved
     if run.context.is_main:
         state = {"step": run.step, "best_dev": run.best_dev, "best_step": run.best_step, "history": run.history,
-                 "fingerprint": run.fingerprint}
-        save_checkpoint(run.checkpoint_dir, run.step, run.model, run.optimizer, run.scheduler, state, run.context.device)
-        prune_best_models(run.checkpoint_dir, run.best_step)
+                 "fingerprint": run.spec.fingerprint}
+        save_resume_state(run.spec.resume_dir, run.step, run.model, run.optimizer, run.scheduler, state, run.context.device)
+        prune_best_models(run.spec.resume_dir, run.best_step)
 
 
-def _finish(run: _Run, output_dir: Path, steps_per_second: float) -> TrainingResult:
-    """Phase 4: the best model (the final one when nothing is scored) to `output_dir`; the finished
-    run's checkpoints removed. The best model is the one of the step its metrics name, or an error."""
+def _finish(run: _Run, steps_per_second: float) -> TrainingResult:
+    """Phase 4: the best model (the final one when nothing is scored) to the spec's `output_dir`;
+    the finished run's resume states removed. The best model is the one of the step its metrics name, or an error."""
     if run.context.is_main:
         if run.best_step is not None and not run.best_dir().is_dir():
             raise PipelineError(
-                f"{run.description}: the best model (step {run.best_step}, STS-B dev {run.best_dev:.2f}) is missing: "
-                f"{run.best_dir()} was removed during the run; delete {run.checkpoint_dir} to train again"
+                f"{run.spec.description}: the best model (step {run.best_step}, STS-B dev {run.best_dev:.2f}) is missing: "
+                f"{run.best_dir()} was removed during the run; delete {run.spec.resume_dir} to train again"
             )
-        with atomic_directory(output_dir) as folder:
+        with atomic_directory(run.spec.output_dir) as folder:
             if run.best_step is not None:
                 shutil.copytree(run.best_dir(), folder, dirs_exist_ok=True)
             else:
                 run.task.save(unwrap(run.model), folder)
         # The run is complete: its checkpoints have served; a forced rerun starts over. The folder
         # keeps only a fixed note (and the lock file), so a rerun finds nothing to resume.
-        for finished in [*run.checkpoint_dir.glob("step-*"), *run.checkpoint_dir.glob("best-*")]:
+        for finished in [*run.spec.resume_dir.glob("step-*"), *run.spec.resume_dir.glob("best-*")]:
             shutil.rmtree(finished, ignore_errors=True)
-        write_text_atomic(run.checkpoint_dir / COMPLETED_NOTE, "the last run completed; checkpoints appear here while one runs\n")
+        write_text_atomic(run.spec.resume_dir / COMPLETED_NOTE, "the last run completed; checkpoints appear here while one runs\n")
     return TrainingResult(
         steps=run.step, best_dev=run.best_dev, best_step=run.best_step, final_loss=run.losses.last_loss,
         steps_per_second=steps_per_second, peak_memory_mb=peak_memory_mb(run.context.device),
@@ -352,56 +362,35 @@ def _finish(run: _Run, output_dir: Path, steps_per_second: float) -> TrainingRes
     )
 
 
-def train(
-    task: TrainingTask,
-    examples: Sequence[Sequence[str]],
-    tokenizer: Tokenizers,
-    settings: OptimSettings,
-    lr: float,
-    output_dir: Path,
-    checkpoint_dir: Path,
-    context: RunContext,
-    seed: int,
-    dev_score: Callable[[nn.Module], float] | None = None,
-    description: str = "train",
-    fingerprint: str = "",
-    loss_hook: LossHook | None = None,
-) -> TrainingResult:
-    """Train `task.model` on `examples` (tuples of texts, one per column) and save the best model.
-
-    `dev_score(model)` (STS-B dev Spearman) runs every `settings.eval_every` steps and, with
-    `settings.eval_at_end`, after the last step; the best-scoring weights are what `task.save`
-    writes to `output_dir`. Without `dev_score` the final weights are saved. Checkpoints record
-    `fingerprint` (the settings and inputs that define the run); one written under another
-    fingerprint is discarded instead of resumed. `loss_hook`: see `training_step`.
-    """
-    with hold_checkpoint_folder(checkpoint_dir, description) if context.is_main else nullcontext():
-        return _train(task, examples, tokenizer, settings, lr, output_dir, checkpoint_dir, context, seed, dev_score,
-                      description, fingerprint, loss_hook)
+def train(task: TrainingTask, examples: Sequence[Sequence[str]], settings: OptimSettings, spec: RunSpec,
+          context: RunContext) -> TrainingResult:
+    """Train `task.model` on `examples` (tuples of texts, one per column, read with
+    `task.column_tokenizers`) under `settings` and `spec` (see `RunSpec`), and save the best model."""
+    with hold_resume_folder(spec.resume_dir, spec.description) if context.is_main else nullcontext():
+        return _train(task, examples, settings, spec, context)
 
 
-def _train(task, examples, tokenizer, settings, lr, output_dir, checkpoint_dir, context, seed, dev_score, description,
-           fingerprint, loss_hook) -> TrainingResult:
-    seed_everything(seed)
-    data = TokenizedExamples(tokenizer, examples, settings.max_length)
-    epoch_steps, total_steps = planned_steps(len(examples), settings, description, context.world_size)
-    run = _Run(task, *_prepare(task, settings, lr, total_steps, context), context, checkpoint_dir, description,
-               fingerprint, dev_score)
-    run.losses = LossLog(run.history, description, checkpoint_dir)
+def _train(task: TrainingTask, examples: Sequence[Sequence[str]], settings: OptimSettings, spec: RunSpec,
+           context: RunContext) -> TrainingResult:
+    seed_everything(spec.seed)
+    data = TokenizedExamples(task.column_tokenizers, examples, settings.max_length)
+    epoch_steps, total_steps = planned_steps(len(examples), settings, spec.description, context.world_size)
+    run = _Run(task, *_prepare(task, settings, spec.lr, total_steps, context), context, spec)
+    run.losses = LossLog(run.history, spec.description, spec.resume_dir)
     run.scaler = context.grad_scaler()
     _resume(run, total_steps)
 
     # A loss over embeddings gathered from every rank is the same on each rank, with gradients only
     # for the local part: scaling it by the world size undoes DDP's gradient averaging.
-    backward_scale = context.world_size if getattr(task, "loss_spans_global_batch", False) else 1
+    backward_scale = context.world_size if task.loss_spans_global_batch else 1
     run.model.train()
     started, first_step = time.perf_counter(), run.step
-    progress = tqdm(total=total_steps, initial=run.step, desc=description, unit="step", disable=not context.is_main)
+    progress = tqdm(total=total_steps, initial=run.step, desc=spec.description, unit="step", disable=not context.is_main)
     while run.step < total_steps:
-        for group in _epoch_groups(data, settings, seed, run.step, epoch_steps, context):
+        for group in _epoch_groups(data, settings, spec.seed, run.step, epoch_steps, context):
             terms = training_step(task.loss, run.model, run.optimizer, group, context, run.step,
-                                  max_grad_norm=settings.max_grad_norm, backward_scale=backward_scale, loss_hook=loss_hook,
-                                  scaler=run.scaler)
+                                  max_grad_norm=settings.max_grad_norm, backward_scale=backward_scale,
+                                  loss_hook=spec.loss_hook, scaler=run.scaler)
             run.scheduler.step()
             run.step += 1
             run.losses.add(run.step, terms, run.scheduler.get_last_lr()[0])
@@ -412,7 +401,7 @@ def _train(task, examples, tokenizer, settings, lr, output_dir, checkpoint_dir, 
             if run.step % settings.eval_every == 0 and (run.step < total_steps or not settings.eval_at_end):
                 _evaluate_and_keep_best(run)
             if run.step % settings.save_every == 0:
-                _checkpoint(run)
+                _save_resume_state(run)
             if run.step >= total_steps:
                 break
     run.losses.read()
@@ -420,31 +409,5 @@ def _train(task, examples, tokenizer, settings, lr, output_dir, checkpoint_dir, 
     elapsed = time.perf_counter() - started
     if settings.eval_at_end:
         _evaluate_and_keep_best(run)
-    return _finish(run, output_dir, (run.step - first_step) / elapsed if elapsed > 0 else 0.0)
+    return _finish(run, (run.step - first_step) / elapsed if elapsed > 0 else 0.0)
 
-
-def write_training_report(result: TrainingResult, metrics_path: Path, curve_path: Path, details_path: Path,
-                          environment: dict | None = None) -> None:
-    """DVC metrics (JSON: best STS-B dev and steps, what `dvc metrics show` prints), the details
-    (JSON: also the best step and the final loss) and plot data (CSV, one row per logged step).
-
-    Only what the seed determines goes in: speed and memory vary from run to run, so they would
-    make a rerun's dvc.lock differ from the committed one; the stage's summary line prints them and
-    the benchmark (`bench`) measures them. `environment` (`pipeline.environment.environment_record`:
-    where and how it ran, a function of the machine kind, the packages, params and data) goes in
-    the details under "environment"."""
-    details = {
-        "steps": result.steps,
-        "best_dev_stsb": result.best_dev,
-        "best_step": result.best_step,
-        "final_loss": result.final_loss,
-    }
-    if environment is not None:
-        details["environment"] = environment
-    write_json_atomic(details_path, details)
-    write_json_atomic(metrics_path, {"best_dev_stsb": result.best_dev, "steps": result.steps})
-    columns = sorted({key for row in result.history for key in row} - {"step"})
-    lines = [",".join(["step", *columns])]
-    for row in sorted(result.history, key=lambda row: row["step"]):
-        lines.append(",".join([str(row["step"]), *("" if row.get(c) is None else f"{row[c]:.6g}" for c in columns)]))
-    write_text_atomic(curve_path, "\n".join(lines) + "\n")

@@ -1,0 +1,54 @@
+"""What a training task is: everything the loop (`loop.train`) and the stage jobs (`jobs`) read of one.
+
+Every attribute is declared here, none is optional: a task that leaves one out (or misspells it)
+cannot be instantiated (`TypeError` from the ABC), so no reader needs a default.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
+
+from pipeline.training.batching import Batch, Tokenizers
+
+
+class TrainingTask(ABC):
+    """A model to train, how a batch becomes its loss, how it embeds (model selection) and saves.
+
+    `model`: the module whose parameters are trained (DDP wraps it); `tokenizer`: the tokenizer
+    its inputs are read with (the dev scorer's, and the saved model's)."""
+
+    def __init__(self, model: nn.Module, tokenizer: PreTrainedTokenizerBase):
+        self.model, self.tokenizer = model, tokenizer
+
+    @property
+    @abstractmethod
+    def column_tokenizers(self) -> Tokenizers:
+        """The tokenizer of each text column of an example: one for all, or one per column."""
+
+    @property
+    @abstractmethod
+    def loss_spans_global_batch(self) -> bool:
+        """Whether the loss is over embeddings gathered from every DDP rank (then the loop scales
+        the backward by the world size, undoing DDP's gradient averaging)."""
+
+    @property
+    @abstractmethod
+    def leaves_parameters_unused(self) -> bool:
+        """Whether some parameters of `model` get no gradient (DDP must be told: find_unused_parameters)."""
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+        """The objective on one batch: {"loss": total, other terms for logging}."""
+
+    @abstractmethod
+    def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The inference embedding of a batch (what STS-B dev scores for model selection)."""
+
+    @abstractmethod
+    def save(self, model: nn.Module, directory: Path) -> None:
+        """Write the trained model(s) in Hugging Face format."""
