@@ -20,8 +20,8 @@ from pipeline.modeling import (
     gather_with_grad,
     last_layer_cls,
     set_dropout,
-    validate_cael,
 )
+from pipeline.settings_rules import validate_cael
 
 FAMILIES = ("bert", "roberta")
 
