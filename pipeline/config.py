@@ -17,35 +17,35 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PipelineError
-from pipeline.models import STUDENTS, check_models, dvc_models
+from pipeline.models import STUDENTS, evaluated_model_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
+    DEVICES,
     LOSS_TERMS,
+    NORM_INPUTS,
     POOLERS,
     PRECISIONS,
-    describe_allowed_cael,
-    describe_allowed_drop,
+    SCALES,
+    SICK_SPLITS,
+    STS_TASKS,
     validate_cael,
     validate_cross_mode,
+    validate_drop_layernorm,
+    validate_evaluated_models,
     validate_gaussian,
     validate_hub_endpoint,
     validate_loss_names,
     validate_precision,
+    validate_towers,
 )
 
 PARAMS_FILE = Path("params.yaml")
-STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
-SICK_SPLITS = ("train", "trial", "test")
 # Fewest pairs a task (or the STS-B dev set of model selection) may be cut to: a Spearman over a
 # handful of pairs is noise, and over one pair it is NaN.
 MIN_EVAL_PAIRS = 100
 # Fewest bootstrap resamples (eval.bootstrap, 0 = off): each 2.5 % tail of a 95 % interval holds at least one.
 MIN_BOOTSTRAP_RESAMPLES = 40
-DEVICES = ("auto", "cpu", "cuda")
-# What the tensor-norm loss takes its norms from: the pooler output h^P (the papers' method) or the
-# last hidden [CLS] h^L (their LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8).
-NORM_INPUTS = ("pooler", "last_hidden_cls")
 
 
 class Section(BaseModel):
@@ -185,11 +185,13 @@ class DistillSettings(Section):
     teachers: dict[Literal[tuple(STUDENTS.values())], StudentSettings]  # type: ignore[valid-type]
 
 
-class ModelOutputs(Section):
-    """The DVC outputs an `evaluate@<model>` stage depends on (`pipeline.models.dvc_models`)."""
+class ModelFolders(Section):
+    """The DVC outputs (folders) that hold a model's towers: the deps of its `evaluate@<model>` stage
+    (`pipeline.models.evaluated_model_folders`). DVC cannot interpolate a list, so a model saved in
+    one folder names it twice."""
 
-    model: str
-    also: str
+    towers_folder: str
+    second_towers_folder: str
 
 
 class MtebSettings(Section):
@@ -278,7 +280,7 @@ class CheckpointSettings(Section):
 
 
 class Params(Section):
-    scale: Literal["tiny", "small", "paper"]
+    scale: Literal[SCALES]  # type: ignore[valid-type]
     seed: int = Field(42, ge=0, le=2**32 - 1, description="numpy's seed range")
     device: Literal[DEVICES] = "auto"  # type: ignore[valid-type]
     threads: int = Field(
@@ -299,49 +301,28 @@ class Params(Section):
     # params.yaml of experiments made before carry `report: {}`, and refusing the key would make
     # them unreadable (`dvc exp apply`, the report stage's tables built from experiments).
     report: dict[str, Any] = {}
-    models: dict[str, ModelOutputs] = Field(
-        default_factory=lambda: {name: ModelOutputs(**entry) for name, entry in dvc_models().items()},
+    models: dict[str, ModelFolders] = Field(
+        default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()},
         description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry",
     )
 
     @model_validator(mode="after")
     def _check_combinations(self) -> "Params":
-        layers = self.backbone.num_layers
-        if self.train.cael > layers:
-            raise ValueError(
-                f"train.cael={self.train.cael} is more than the {layers} encoder layers of "
-                f"backbone '{self.backbone.name}'; allowed: {describe_allowed_cael(layers)}"
-            )
-        if self.train.drop_layernorm > layers:
-            raise ValueError(
-                f"train.drop_layernorm={self.train.drop_layernorm} is more than the {layers} encoder layers of "
-                f"backbone '{self.backbone.name}'; allowed: {describe_allowed_drop(layers)}"
-            )
-        if self.train.cross_mode == "stream" and self.train.cross_outputs != "last":
-            raise ValueError(
-                f"train.cross_outputs={self.train.cross_outputs} applies to train.cross_mode=side only; "
-                "the stream mode reads the cross streams after the last layer (set cross_outputs: last)"
-            )
-        if set(self.towers) != {"I", "II"}:
-            raise ValueError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")
-        """The rules between settings (functions above), as one-line errors at load."""
-        try:
-            if set(self.towers) != {"I", "II"}:
-                raise PipelineError(f"towers={sorted(self.towers)} must name exactly the two towers I and II")
-            validate_cael(self.train.cael, self.backbone.num_layers, backbone=self.backbone.name)
-            validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
-            validate_loss_names(self.train.losses)
-            validate_hub_endpoint(self.data.hub_endpoint)
-            for section in ("pretrain", "train"):
-                gaussian = getattr(self, section).gaussian
-                if gaussian.enabled:
-                    validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, f"{section}.gaussian")
-            check_models({name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers)
-            if self.device == "cpu":  # device auto: checked when the stage resolves it (check_before_loading)
-                for key, section in self.training_sections().items():
-                    validate_precision(section.precision, "cpu", f"{key}.precision", "cpu")
-        except PipelineError as error:
-            raise ValueError(str(error)) from None
+        """The rules between settings (`pipeline.settings_rules`), at load: each raises a one-line
+        PipelineError, which pydantic lets through and `parse_params` prefixes."""
+        validate_towers(self.towers)
+        validate_cael(self.train.cael, self.backbone.num_layers, backbone=self.backbone.name)
+        validate_drop_layernorm(self.train.drop_layernorm, self.backbone.num_layers, backbone=self.backbone.name)
+        validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
+        validate_loss_names(self.train.losses)
+        validate_hub_endpoint(self.data.hub_endpoint)
+        for key, gaussian in (("pretrain.gaussian", self.pretrain.gaussian), ("train.gaussian", self.train.gaussian)):
+            if gaussian.enabled:
+                validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, key)
+        validate_evaluated_models({name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers)
+        if self.device == "cpu":  # device auto: checked when the stage resolves it (check_before_loading)
+            for key, section in self.training_sections().items():
+                validate_precision(section.precision, "cpu", f"{key}.precision", "cpu")
         return self
 
     def training_sections(self) -> dict[str, OptimSettings]:
@@ -390,10 +371,14 @@ def describe_validation_error(error: ValidationError, source: str) -> str:
 
 
 def parse_params(raw: dict[str, Any]) -> Params:
+    """Validated settings; a PipelineError naming the first problem: a wrong key or value (pydantic's
+    ValidationError, described in one line) or a broken rule (`pipeline.settings_rules`)."""
     try:
         return Params.model_validate(raw)
     except ValidationError as error:
         raise PipelineError(f"invalid params: {describe_validation_error(error, 'params.yaml')}") from None
+    except PipelineError as error:
+        raise PipelineError(f"invalid params: {error}") from None
 
 
 def read_yaml_file(path: Path | str, missing_hint: str) -> Any:
@@ -407,31 +392,28 @@ def read_yaml_file(path: Path | str, missing_hint: str) -> Any:
         raise PipelineError(f"{path} is not valid YAML: {error}".replace("\n", " ")) from None
 
 
-# The text of each params file as a stage loaded it: `check_params_unchanged` compares at the end.
-_LOADED_PARAMS: dict[Path, str] = {}
-
-
 def load_params(path: Path | str = PARAMS_FILE) -> Params:
-    if Path(path).is_file():
-        _LOADED_PARAMS[Path(path).resolve()] = Path(path).read_text(encoding="utf-8", errors="replace")
     raw = read_yaml_file(path, "run from the project root or compose it with `dvc exp run`")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path} must hold a mapping of settings")
     return parse_params(raw)
 
 
+def _text_or_none(path: Path) -> str | None:
+    return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
 @contextmanager
-def params_unchanged_while_running() -> Iterator[None]:
-    """Refuse to finish a stage whose params file changed while it ran: a second `dvc exp run` in the
-    same workspace composes params.yaml before DVC's lock refuses it, and DVC would record this
+def params_unchanged_while_running(path: Path | str) -> Iterator[None]:
+    """Refuse to finish a stage whose params file `path` changed while it ran: a second `dvc exp run`
+    in the same workspace composes params.yaml before DVC's lock refuses it, and DVC would record this
     stage's outputs under the settings it never read. Exit 2 keeps the stage out of dvc.lock."""
-    _LOADED_PARAMS.clear()
+    path = Path(path)
+    before = _text_or_none(path)
     yield
-    for path, text in _LOADED_PARAMS.items():
-        current = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
-        if current != text:
-            raise PipelineError(
-                f"{path.name} changed while this stage ran (another `dvc exp run` in this workspace?); its outputs "
-                "follow the settings read at start, so it is not recorded: rerun it, and queue experiments "
-                "(`dvc exp run --queue`, then `dvc queue start`) instead of starting two at once"
-            )
+    if _text_or_none(path) != before:
+        raise PipelineError(
+            f"{path.name} changed while this stage ran (another `dvc exp run` in this workspace?); its outputs "
+            "follow the settings read at start, so it is not recorded: rerun it, and queue experiments "
+            "(`dvc exp run --queue`, then `dvc queue start`) instead of starting two at once"
+        )

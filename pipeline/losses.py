@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 from torch.nn import functional as F
 
-from pipeline.config import NORM_INPUTS  # noqa: F401 (re-exported)
-from pipeline.settings_rules import LOSS_TERMS, validate_gaussian, validate_loss_names  # noqa: F401 (re-exported)
 from pipeline.errors import PipelineError
+from pipeline.settings_rules import LOSS_TERMS, NORM_INPUTS, validate_gaussian, validate_loss_names
 
 if TYPE_CHECKING:
     from pipeline.modeling.twin import TwinOutput

@@ -3,7 +3,8 @@
 A model is `WeightedTowers`: saved model folders whose last-layer [CLS] embeddings are summed with
 weights (DESIGN.md §2 and §5, Inference). Evaluation, the distillation teachers, analysis, the
 report's row names and the `evaluate` foreach of dvc.yaml (through `models` in params.yaml,
-checked against `dvc_models()` at load) all read this one registry.
+checked against `evaluated_model_folders()` at load) all read this one registry; the lists of
+models in dvc.yaml (analyze's deps and outs, the plots) are checked against it by tests/test_models.py.
 
 | name | towers (weights) |
 |---|---|
@@ -21,17 +22,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pipeline import paths
-
-if TYPE_CHECKING:
-    from pipeline.config import Params
 
 TOWER_NAMES = ("I", "II")
 MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D")
 # distilled model → its teacher (a model of the registry and a key of `distill.teachers`)
 STUDENTS = {"joint-D": "joint", "uc-D": "uc"}
+
+
+class ModelChoice(Protocol):
+    """What the registry reads from the settings (`pipeline.config.Params`): the UC weight and the
+    names of the evaluated models."""
+
+    @property
+    def uc_weight(self) -> float: ...
+
+    @property
+    def models(self) -> Mapping[str, object]: ...
 
 
 @dataclass(frozen=True)
@@ -98,12 +107,12 @@ def all_models(uc_weight: float) -> dict[str, WeightedTowers]:
     return models
 
 
-def pipeline_models(params: Params) -> dict[str, WeightedTowers]:
+def pipeline_models(params: ModelChoice) -> dict[str, WeightedTowers]:
     """The models of params.yaml's `models` (validated against the registry at load), in registry order."""
     return {name: towers for name, towers in all_models(params.uc_weight).items() if name in params.models}
 
 
-def teacher_model(params: Params, teacher: str) -> WeightedTowers:
+def teacher_model(params: ModelChoice, teacher: str) -> WeightedTowers:
     """The frozen ensemble a `distill@<teacher>` stage distils: the registry's model of that name."""
     assert teacher in STUDENTS.values(), teacher  # distill.teachers is validated at load
     return all_models(params.uc_weight)[teacher]
@@ -115,29 +124,15 @@ def _dvc_output(folder: str) -> str:
     return joint.as_posix() if joint in Path(folder).parents else folder
 
 
-def dvc_models() -> dict[str, dict[str, str]]:
-    """`models` of params.yaml: per model, the DVC outputs its `evaluate@<model>` stage depends on
-    (`model`, and `also`: the second one, or the first again)."""
+def evaluated_model_folders() -> dict[str, dict[str, str]]:
+    """`models` of params.yaml: per model, the DVC outputs holding its towers, the deps of its
+    `evaluate@<model>` stage (`towers_folder`, and `second_towers_folder`: another, or the first again)."""
     entries = {}
     for name, towers in all_models(0.0).items():
         outputs = list(dict.fromkeys(_dvc_output(folder) for folder in towers.folders))
         assert len(outputs) <= 2, (name, outputs)
-        entries[name] = {"model": outputs[0], "also": outputs[-1]}
+        entries[name] = {"towers_folder": outputs[0], "second_towers_folder": outputs[-1]}
     return entries
-
-
-def check_models(models: Mapping[str, Mapping[str, str]], teachers: Iterable[str]) -> None:
-    """`models` of params.yaml against the registry: known names, the registry's folders, and a
-    distilled model only where its teacher is distilled. ValueError naming the key and the fix."""
-    known = dvc_models()
-    teachers = set(teachers)
-    for name, entry in models.items():
-        if name not in known:
-            raise ValueError(f"models.{name} is not a model of the pipeline; models: {', '.join(MODEL_NAMES)}")
-        if dict(entry) != known[name]:
-            raise ValueError(f"models.{name}={dict(entry)} must be {known[name]}, the folders the registry reads (pipeline/models.py)")
-        if name in STUDENTS and STUDENTS[name] not in teachers:
-            raise ValueError(f"models.{name} is distilled from '{STUDENTS[name]}', which is not in distill.teachers; add it or drop {name}")
 
 
 def tower_exists(tower: str | Path) -> bool:

@@ -13,7 +13,7 @@ SENTEVAL = RAW / "senteval"
 ORIGINAL_BENCHMARKS = RAW / "original"
 BACKBONE = DATA / "backbone"
 UC = DATA / "uc"
-MODELS = DATA / "models"
+TRAINED_MODELS = DATA / "models"  # the training stages' saved models (pipeline/models.py is the registry of evaluated models)
 RESUME_STATES = DATA / "checkpoints"  # the training loop's resume states (pipeline.training.resume), not public checkpoints
 CACHE = DATA / "cache"
 EMBEDDINGS_CACHE = CACHE / "embeddings"
@@ -46,15 +46,15 @@ def metrics_file(model: str) -> Path:
 
 
 def pretrained_tower(tower: str) -> Path:
-    return MODELS / "pretrain" / tower
+    return TRAINED_MODELS / "pretrain" / tower
 
 
 def joint_model() -> Path:
-    return MODELS / "joint"
+    return TRAINED_MODELS / "joint"
 
 
 def student(teacher: str) -> Path:
-    return MODELS / "distill" / teacher
+    return TRAINED_MODELS / "distill" / teacher
 
 
 def workspace_root(cwd: Path | None = None) -> Path:

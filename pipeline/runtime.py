@@ -20,9 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from pipeline.config import DEVICES
 from pipeline.errors import PipelineError
-from pipeline.settings_rules import validate_precision
+from pipeline.settings_rules import DEVICES, validate_precision
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,24 @@
-"""The rules one setting obeys on its own or with another: checked once, when `params.yaml` is
-loaded (`pipeline.config`), and by the library's constructors that take the same values
-directly (a model built in a test or a notebook). Each raises `PipelineError` with one line
-naming the key, the value and what is allowed."""
+"""The allowed values of the settings and the rules one setting obeys on its own or with another.
+
+Every tuple of allowed values is defined here once: the schema (`pipeline.config`) turns them into
+`Literal`s, and the library's constructors that take the same values directly (a model built in a
+test or a notebook) check them with the rules below. Each rule raises `PipelineError` with one line
+naming the key, the value and what is allowed; `Params` lets that error through unchanged at load.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from pipeline.errors import PipelineError
+from pipeline.models import MODEL_NAMES, STUDENTS, evaluated_model_folders
 
+# ---- allowed values ---------------------------------------------------------------------------
+SCALES = ("tiny", "small", "paper")
+DEVICES = ("auto", "cpu", "cuda")
+STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+SICK_SPLITS = ("train", "trial", "test")
 # The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
 LOSS_TERMS = ("nce", "icnce", "ictn")
@@ -17,6 +27,16 @@ CROSS_OUTPUTS = ("last", "mean")
 CROSS_MODES = ("stream", "side")
 # A training stage's arithmetic: bf16 or fp16 autocast (fp16 with a gradient scaler) on CUDA, or fp32.
 PRECISIONS = ("bf16", "fp16", "fp32")
+# What the tensor-norm loss takes its norms from: the pooler output h^P (the papers' method) or the
+# last hidden [CLS] h^L (their LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8).
+NORM_INPUTS = ("pooler", "last_hidden_cls")
+
+
+# ---- the rules: each defined once, here -------------------------------------------------------
+# `Params` runs every one at load (`load_params`), so a bad combination stops a stage before any
+# model is loaded. The library's constructors that also take these values directly (`TwinEncoder`,
+# `SentenceEncoder`, `GaussianNegatives`, `twin_objective`: tests and the benchmark build them
+# without a params file) call the same functions; nothing else checks them again.
 
 
 def describe_allowed_cael(num_layers: int) -> str:
@@ -27,11 +47,6 @@ def describe_allowed_cael(num_layers: int) -> str:
 def describe_allowed_drop(num_layers: int) -> str:
     """0 up to the layer count: the final encoder layers whose LayerNorms are removed."""
     return f"0 (keep every LayerNorm) to {num_layers}, the encoder's layer count"
-# ---- the rules between settings: each defined once, here -------------------------------------
-# `Params` runs every one at load (`load_params`), so a bad combination stops a stage before any
-# model is loaded. The library's constructors that also take these values directly (`TwinEncoder`,
-# `SentenceEncoder`, `GaussianNegatives`, `twin_objective`: tests and the benchmark build them
-# without a params file) call the same functions; nothing else checks them again.
 
 
 def validate_cael(cael: int, num_layers: int, key: str = "train.cael", backbone: str | None = None) -> int:
@@ -56,6 +71,12 @@ def _validate_layer_count(value: int, num_layers: int, key: str, backbone: str |
         of = f"backbone '{backbone}'" if backbone else "the backbone"
         raise PipelineError(f"{key}={value} is more than the {num_layers} encoder layers of {of}; allowed: {allowed}")
     return value
+
+
+def validate_towers(towers, key: str = "towers") -> None:
+    """The twin has exactly the two towers I and II (each pretrained on its own round trip)."""
+    if set(towers) != {"I", "II"}:
+        raise PipelineError(f"{key}={sorted(towers)} must name exactly the two towers I and II")
 
 
 def validate_cross_outputs(cross_outputs: str, key: str = "train.cross_outputs") -> str:
@@ -106,10 +127,8 @@ def validate_pooler(pooler: str, key: str = "pooler") -> str:
 
 
 def validate_precision(precision: str, device_type: str, key: str, device_setting: str | None = None) -> str:
-    """`precision` of a training stage on the device it runs on: bf16 and fp16 on CUDA only, a CPU
-    trains in fp32 (the user-facing rule; `device_setting` names how the device was chosen)."""
-    if precision not in PRECISIONS:
-        raise PipelineError(f"{key}={precision} is not known; allowed: {', '.join(PRECISIONS)}")
+    """`precision` of a training stage (one of `PRECISIONS`, the schema checked) on the device it runs
+    on: bf16 and fp16 on CUDA only, a CPU trains in fp32 (`device_setting` names how the device was chosen)."""
     if precision != "fp32" and device_type != "cuda":
         if device_setting is None:
             chosen = f"the device is {device_type}"
@@ -130,3 +149,21 @@ def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") 
             f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}) or null"
         )
     return endpoint
+
+
+def validate_evaluated_models(models: Mapping[str, Mapping[str, str]], teachers: Iterable[str], key: str = "models") -> None:
+    """`models` of params.yaml against the registry (`pipeline.models`): known names, the registry's
+    folders, and a distilled model only where its teacher is distilled (`distill.teachers`)."""
+    known = evaluated_model_folders()
+    teachers = set(teachers)
+    for name, entry in models.items():
+        if name not in known:
+            raise PipelineError(f"{key}.{name} is not a model of the pipeline; models: {', '.join(MODEL_NAMES)}")
+        if dict(entry) != known[name]:
+            raise PipelineError(
+                f"{key}.{name}={dict(entry)} must be {known[name]}, the folders the registry reads (pipeline/models.py)"
+            )
+        if name in STUDENTS and STUDENTS[name] not in teachers:
+            raise PipelineError(
+                f"{key}.{name} is distilled from '{STUDENTS[name]}', which is not in distill.teachers; add it or drop {name}"
+            )

@@ -18,7 +18,7 @@ from pathlib import Path
 import typer
 
 from pipeline import paths
-from pipeline.config import DEVICES
+from pipeline.settings_rules import DEVICES
 from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "bench"

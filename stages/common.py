@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -35,13 +36,19 @@ def stage_params(path: Path) -> Params:
 
 
 def stage(function: Callable) -> Callable:
-    """Wrap a stage command: a PipelineError becomes one line on stderr and exit code 2."""
+    """Wrap a stage command, which takes its settings file as `params: Path = ParamsOption`: a
+    PipelineError becomes one line on stderr and exit code 2, and so does a settings file that
+    changed while the stage ran (`params_unchanged_while_running`)."""
+    signature = inspect.signature(function)
+    assert "params" in signature.parameters, f"stage command {function.__name__} takes no `params` file"
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        call = signature.bind(*args, **kwargs)
+        call.apply_defaults()
         try:
-            with params_unchanged_while_running():
+            with params_unchanged_while_running(call.arguments["params"]):
                 return function(*args, **kwargs)
         except PipelineError as error:
             typer.echo(f"error: {error}", err=True)

@@ -437,8 +437,8 @@ def test_a_stage_whose_params_file_changed_while_it_ran_is_not_recorded(tmp_path
     path.write_text(yaml.safe_dump(tiny_preset()))
 
     @stage
-    def command(rewrite: bool) -> str:
-        seed = load_params(path).seed
+    def command(rewrite: bool, params: Path = path) -> str:
+        seed = load_params(params).seed
         if rewrite:  # what the second experiment's Hydra composition does meanwhile
             path.write_text(yaml.safe_dump({**tiny_preset(), "train": {**tiny_preset()["train"], "cael": 4}}))
         return f"ran with seed {seed}"

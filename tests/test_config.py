@@ -185,3 +185,18 @@ def test_with_device_auto_half_precision_is_checked_when_the_device_resolves(tin
         "pretrain.precision=fp16 needs a CUDA GPU but device=auto runs on cpu; on CPU set pretrain.precision: fp32"
     )
     joint_job(params).check(1000)  # fp32: fine anywhere
+
+
+def test_a_params_file_that_changes_while_a_stage_runs_is_refused(tmp_path):
+    from pipeline.config import params_unchanged_while_running
+
+    path = tmp_path / "params.yaml"
+    path.write_text("seed: 1\n")
+    with params_unchanged_while_running(path):
+        assert path.read_text() == "seed: 1\n"  # reading it changes nothing
+    with pytest.raises(PipelineError, match="params.yaml changed while this stage ran"):
+        with params_unchanged_while_running(path):
+            path.write_text("seed: 2\n")
+    with pytest.raises(PipelineError, match="changed while this stage ran"):
+        with params_unchanged_while_running(tmp_path / "later.yaml"):
+            (tmp_path / "later.yaml").write_text("seed: 2\n")

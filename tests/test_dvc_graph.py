@@ -92,16 +92,46 @@ def stage_code_deps(dvc_file: Path):
             yield name, ROOT / "stages" / f"{words[3]}.py", [(workdir / str(dep)).resolve() for dep in body.get("deps") or []]
 
 
-def test_every_stage_depends_on_the_code_it_runs():
-    """Change any file a stage imports (directly, lazily or transitively) and `dvc repro` reruns it."""
+def is_code(path: Path) -> bool:
+    """A Python file or a folder holding Python files (a dep on data or settings is not code)."""
+    return path.suffix == ".py" or (path.is_dir() and any(path.rglob("*.py")))
+
+
+def code_dep_problems(dvc_file: Path) -> list[str]:
+    """Where a stage's code deps differ from the code it runs, both ways: a file it imports
+    (directly, lazily or transitively) that no dep covers, so `dvc repro` would not rerun it after a
+    change; a declared .py file or Python folder it never imports, which would rerun it (and
+    everything after it) for a change it cannot see."""
+    problems = []
+    where = dvc_file.relative_to(ROOT) if ROOT in dvc_file.parents else dvc_file.name
+    for stage, module, declared in stage_code_deps(dvc_file):
+        runs = import_closure(module)
+        for file in sorted(runs):
+            if file.name == "__init__.py" and file.parent in (ROOT / "pipeline", ROOT / "stages"):
+                continue  # the top-level package markers hold no code
+            if not any(file == dep or dep in file.parents for dep in declared):
+                problems.append(f"{where}:{stage} runs {file.relative_to(ROOT)} but does not list it in deps")
+        for dep in declared:
+            if is_code(dep) and not any(file == dep or dep in file.parents for file in runs):
+                problems.append(f"{where}:{stage} lists {dep.relative_to(ROOT)} in deps but never imports it")
+    return problems
+
+
+def test_every_stage_depends_on_exactly_the_code_it_runs():
     checked = set()
     for dvc_file in (ROOT / "dvc.yaml", ROOT / "bench" / "dvc.yaml"):
-        for stage, module, declared in stage_code_deps(dvc_file):
-            for file in sorted(import_closure(module)):
-                if file.name == "__init__.py" and file.parent in (ROOT / "pipeline", ROOT / "stages"):
-                    continue  # the top-level package markers hold no code
-                covered = any(file == dep or dep in file.parents for dep in declared)
-                assert covered, f"{dvc_file.relative_to(ROOT)}:{stage} runs {file.relative_to(ROOT)} but does not list it in deps"
-            checked.add(module.name)
+        assert code_dep_problems(dvc_file) == []
+        checked |= {module.name for _, module, _ in stage_code_deps(dvc_file)}
     modules = {path.name for path in (ROOT / "stages").glob("*.py")} - {"__init__.py", "__main__.py", "cli.py", "common.py"}
     assert checked == modules, "every stage module runs as a stage of dvc.yaml or bench/dvc.yaml"
+
+
+def test_the_deps_check_finds_a_missing_and_a_surplus_code_dep(tmp_path):
+    download = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["download"]
+    deps = [dep for dep in download["deps"] if dep != "pipeline/io.py"] + ["pipeline/losses.py"]
+    dvc_file = tmp_path / "dvc.yaml"
+    dvc_file.write_text(yaml.safe_dump({"stages": {"download": {**download, "wdir": str(ROOT), "deps": deps}}}))
+    assert code_dep_problems(dvc_file) == [
+        "dvc.yaml:download runs pipeline/io.py but does not list it in deps",
+        "dvc.yaml:download lists pipeline/losses.py in deps but never imports it",
+    ]

@@ -17,9 +17,9 @@ from pipeline.losses import (
     tensor_norm_loss,
     twin_info_nce,
     twin_objective,
-    validate_loss_names,
 )
 from pipeline.modeling import TwinOutput
+from pipeline.settings_rules import validate_loss_names
 
 TAU = 0.05
 

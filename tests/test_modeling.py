@@ -20,8 +20,8 @@ from pipeline.modeling import (
     gather_with_grad,
     last_layer_cls,
     set_dropout,
-    validate_cael,
 )
+from pipeline.settings_rules import validate_cael
 
 FAMILIES = ("bert", "roberta")
 
@@ -574,3 +574,18 @@ def test_gather_with_grad_two_processes(tmp_path):
         assert torch.equal(gathered, expected)
         # gradient only for this rank's rows (weights 1,2 on rank 0; 3,4 on rank 1)
         assert torch.equal(grad, torch.tensor([[1.0], [2.0]]).expand(2, 3) + 2 * rank)
+
+
+def test_the_package_exports_exactly_what_it_imports():
+    """`pipeline.modeling.__all__` is the package's list of public names: a name imported into the
+    package but missing from it (or listed but not imported) is a list that drifted."""
+    import ast
+    import inspect
+
+    import pipeline.modeling as package
+
+    imported = {alias.asname or alias.name for node in ast.parse(inspect.getsource(package)).body
+                if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert set(package.__all__) == imported
+    assert len(package.__all__) == len(set(package.__all__))
+    assert all(getattr(package, name).__doc__ for name in package.__all__), "every public name has a docstring"

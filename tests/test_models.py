@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import pytest
 import yaml
 
 from pipeline.config import parse_params
-from pipeline.errors import PipelineError
-from pipeline.models import MODEL_NAMES, WeightedTowers, dvc_models, pipeline_models, split_available, teacher_model
+from pipeline.models import MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
 
 from tiny_models import save_tiny_bert
 
@@ -41,49 +39,60 @@ def test_the_uc_weight_has_one_source_and_jtcse_may_override_it(tiny_params_dict
     assert teacher_model(jtcse, "joint") == pipeline_models(jtcse)["joint"]
 
 
-def test_committed_params_and_dvc_yaml_evaluate_exactly_the_registry():
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert params["models"] == dvc_models()
-    assert list(dvc_models()) == list(MODEL_NAMES)
-    assert dvc_models()["uc"] == {"model": "data/models/joint", "also": "data/uc"}
-    evaluate = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["evaluate"]
+def dvc_yaml() -> dict:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())
+
+
+def test_the_evaluated_models_default_to_the_registry_and_dvc_yaml_evaluates_them():
+    folders = evaluated_model_folders()
+    assert list(folders) == list(MODEL_NAMES)
+    assert folders["uc"] == {"towers_folder": "data/models/joint", "second_towers_folder": "data/uc"}
+    assert folders["ensemble"] == {"towers_folder": "data/models/pretrain/I", "second_towers_folder": "data/models/pretrain/II"}
+    assert folders["joint-D"] == {"towers_folder": "data/models/distill/joint", "second_towers_folder": "data/models/distill/joint"}
+    evaluate = dvc_yaml()["stages"]["evaluate"]
     assert evaluate["foreach"] == "${models}"
+    assert evaluate["do"]["deps"][:2] == ["${item.towers_folder}", "${item.second_towers_folder}"]
 
 
-def test_analyze_lists_every_model_of_the_registry():
-    analyze = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["analyze"]
+def test_conf_lists_exactly_the_registry(tiny_params_dict):
+    """conf/config.yaml (composed into params.yaml, see test_config) restates the registry's folders."""
+    assert tiny_params_dict["models"] == evaluated_model_folders()
+
+
+def test_analyze_reads_and_writes_every_model_of_the_registry():
+    analyze = dvc_yaml()["stages"]["analyze"]
     outs = [next(iter(entry)) for entry in analyze["outs"]]  # plain outputs: out of the headline `dvc metrics show`
     assert [out for out in outs if out.endswith(".json") and out.count("/") == 2 and "attention" not in out] == [
         f"reports/analysis/{name}.json" for name in MODEL_NAMES
     ]
-    folders = {output for entry in dvc_models().values() for output in entry.values()}
-    assert folders <= set(analyze["deps"])
+    model_folders = {dep for dep in analyze["deps"] if dep.startswith("data/") and not dep.startswith("data/raw/")}
+    assert model_folders == {folder for entry in evaluated_model_folders().values() for folder in entry.values()}
 
 
-def test_report_rows_name_registry_models():
-    from pipeline.reporting.spec import MODELS
+def test_every_plot_of_the_models_lists_the_registry_in_its_order():
+    """The cosine-density plots (one per STS-B gold bin) draw one line per model of the registry."""
+    from pipeline.analysis import GOLD_BINS
 
-    assert MODELS == MODEL_NAMES
+    density = {}
+    for plot in dvc_yaml()["plots"]:
+        if isinstance(plot, dict):
+            (definition,) = plot.values()
+            for file, columns in definition["y"].items():
+                if Path(file).name.startswith("cosine_density_"):
+                    density[file] = columns
+    assert set(density) == {f"reports/analysis/cosine_density_{low}-{high}.csv" for low, high in GOLD_BINS}
+    for file, columns in density.items():
+        assert columns == list(MODEL_NAMES), file
 
 
-@pytest.mark.parametrize(
-    "edit, message",
-    [
-        (lambda p: p["models"].update({"no-such-model": {"model": "data/backbone", "also": "data/backbone"}}),
-         "invalid params: models.no-such-model is not a model of the pipeline; models: backbone, pretrain-I"),
-        (lambda p: p["models"]["uc"].update({"also": "data/models/joint"}),
-         "invalid params: models.uc={'model': 'data/models/joint', 'also': 'data/models/joint'} must be "
-         "{'model': 'data/models/joint', 'also': 'data/uc'}"),
-        (lambda p: p["distill"]["teachers"].pop("uc"),
-         "invalid params: models.uc-D is distilled from 'uc', which is not in distill.teachers; add it or drop uc-D"),
-    ],
-)
-def test_bad_models_are_refused_at_load(tiny_params_dict, edit, message):
-    raw = copy.deepcopy(tiny_params_dict)
-    edit(raw)
-    with pytest.raises(PipelineError) as error:
-        parse_params(raw)
-    assert str(error.value).startswith(message)
+def test_a_table_row_names_a_model_of_the_registry():
+    from pydantic import ValidationError
+
+    from pipeline.reporting.spec import RowSpec
+
+    assert [RowSpec(label=name, model=name).model for name in MODEL_NAMES] == list(MODEL_NAMES)
+    with pytest.raises(ValidationError):
+        RowSpec(label="D", model="distilled")
 
 
 def test_without_models_every_registry_model_is_evaluated(tiny_params_dict):

@@ -36,9 +36,8 @@ from pipeline.benchmark.baseline import (
     looped_ictn,
     looped_tensor_norm_loss,
     looped_twin_loss,
-    pad_to_length,
 )
-from pipeline.benchmark.inputs import BenchInputs, TypicalBatch, typical_batch
+from pipeline.benchmark.inputs import BenchInputs, TypicalBatch, pad_to_length, typical_batch
 from pipeline.benchmark.run import machine_facts, run_benchmarks
 from pipeline.benchmark.scales import QUICK, SCALES, SECTIONS, TRAINING_STAGES, BenchScale, bench_scale
 from pipeline.benchmark.summary import format_summary_table, headline

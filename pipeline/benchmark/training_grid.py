@@ -60,7 +60,7 @@ def make_task(stage: str, backbone: Path, params: Params):
     elif stage == "tncse" or stage.startswith("jtcse-"):
         from transformers import AutoConfig
 
-        from pipeline.modeling import validate_cael
+        from pipeline.settings_rules import validate_cael
 
         train = twin_settings(stage, params.train)
         validate_cael(train.cael, AutoConfig.from_pretrained(backbone).num_hidden_layers, key=f"bench stage {stage}: cael")

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config import STS_TASKS
 from pipeline.errors import PipelineError
+from pipeline.settings_rules import STS_TASKS
 
 STS_YEAR_TASKS = STS_TASKS[:5]  # STS12–16: several subsets each, test only
 SICK_HEADER_START = "pair_ID\tsentence_A\tsentence_B\trelatedness_score"

@@ -21,36 +21,10 @@ Twin (joint stage)::
     loss = losses.twin_objective(out, losses=("nce", "icnce", "ictn"), generator=g).total
     embedding = twin.encode(input_ids, attention_mask)     # h_I^L + h_II^L for inference
 
-Public API:
-- `SentenceEncoder(model, pooler="cls_before_pooler", cls_only_last_layer=True)`,
-  `.from_pretrained(path, pooler, dropout, cls_only_last_layer)`,
-  `forward(input_ids, attention_mask) -> EncoderOutput(last_cls, pooler_output, pooled)`, each (B, d).
-  In eval mode with a [CLS] pooler the last layer runs for [CLS] only (`last_layer_cls`).
-- `last_layer_cls(model, input_ids, attention_mask) -> (B, d)`: a stock model's last-layer [CLS],
-  the last layer computed for that row only; `layer_forward(layer, hidden, mask, value_layer,
-  value_hidden, cls_only)`: one stock layer, optionally with another layer's values (JTCSE's
-  cross-attention); `layer_cls(...)`: its [CLS] row only.
-- `POOLERS`, `validate_pooler(pooler, key)`, `pool(...)`, `masked_mean(hidden, mask)`.
-- `set_dropout(model, p)`: hidden and attention dropout of an existing model (and its config).
-- `load_backbone(path, dropout=None, **options)`: AutoModel with its pooler layer; `load_tokenizer(path)`;
-  both turn corrupt/truncated/unreadable files into one-line errors (`model_folder_errors(path)`).
-- `TwinEncoder(tower_I, tower_II, cael=0, cross_outputs="last", cross_mode="stream")`,
-  `.from_pretrained(path_I, path_II, cael, cross_outputs, dropout, cross_mode)`, `forward(input_ids, attention_mask) -> TwinOutput`,
-  `encode(input_ids, attention_mask) -> (N, d)`, `.towers`, `.cross_layers` (0-based CAELs).
-- `TwinOutput(last_cls, pooler_output, cross_cls)`: (2, 2N, d) stacks, tower I at index 0;
-  `cross_cls` is None when cael == 0; `.gather()` all-gathers the views across DDP ranks.
-- `validate_cael(cael, num_layers, key="train.cael")` (0 ≤ cael ≤ L), `cael_layers(cael, num_layers)
-  -> list[int]` (0-based, the k-th at 1-based layer ⌈k·L/cael⌉), `CROSS_OUTPUTS`,
-  `validate_cross_outputs(value, key)`, `CROSS_MODES`, `validate_cross_mode(mode, cross_outputs, key)`.
-- `cross_layer_cls(layer, hidden, mask, other_layer, other_hidden) -> (B, d)`: [CLS] of one CAEL's
-  cross outputs (the only row the objective reads, so the only one computed).
-- Ensembles of saved towers (twin, UC) are `pipeline.models.WeightedTowers`.
-- `drop_layernorms(model, k)`: both LayerNorms of the last k encoder layers become `nn.Identity`
-  (the LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8); k is recorded in the config
-  (`dropped_layernorm_layers`) and `load_backbone` reapplies it; `dropped_layers(model)`,
-  `count_layernorms(model)`, `validate_drop_layernorm(k, num_layers, key)`.
-- `gather_with_grad(x, dim=0)`: all-gather across DDP ranks keeping the local gradient; identity
-  without torch.distributed.
+The public names are `__all__` below, each documented where it is defined (tests/test_modeling.py
+checks that `__all__` is exactly what this module imports). The settings' allowed values and rules
+(`POOLERS`, `validate_cael`, ...) live in `pipeline.settings_rules`; ensembles of saved towers
+(twin, UC) are `pipeline.models.WeightedTowers`.
 
 Bad settings raise `pipeline.errors.PipelineError` with one line naming key, value and what is
 allowed. The losses live in `pipeline.losses`; the method as implemented is in docs/method.md.
@@ -58,7 +32,6 @@ allowed. The losses live in `pipeline.losses`; the method as implemented is in d
 
 from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import (
-    POOLERS,
     EncoderOutput,
     SentenceEncoder,
     last_layer_cls,
@@ -70,30 +43,20 @@ from pipeline.modeling.encoder import (
     model_folder_errors,
     pool,
     set_dropout,
-    validate_pooler,
 )
 from pipeline.modeling.layernorm import (
     count_layernorms,
     drop_layernorms,
     dropped_layers,
-    validate_drop_layernorm,
 )
 from pipeline.modeling.twin import (
-    CROSS_MODES,
-    CROSS_OUTPUTS,
     TwinEncoder,
     TwinOutput,
     cael_layers,
     cross_layer_cls,
-    validate_cael,
-    validate_cross_mode,
-    validate_cross_outputs,
 )
 
 __all__ = [
-    "CROSS_MODES",
-    "CROSS_OUTPUTS",
-    "POOLERS",
     "EncoderOutput",
     "SentenceEncoder",
     "TwinEncoder",
@@ -113,9 +76,4 @@ __all__ = [
     "model_folder_errors",
     "pool",
     "set_dropout",
-    "validate_cael",
-    "validate_cross_mode",
-    "validate_cross_outputs",
-    "validate_drop_layernorm",
-    "validate_pooler",
 ]

@@ -24,9 +24,9 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from pipeline.settings_rules import POOLERS, validate_pooler  # noqa: F401 (re-exported)
 from pipeline.errors import PipelineError
 from pipeline.modeling.layernorm import check_missing_keys, drop_layernorms, dropped_layers, quiet_transformers, recorded_drop
+from pipeline.settings_rules import POOLERS, validate_pooler
 
 _POOLERS_NEEDING_ALL_LAYERS = ("avg_first_last", "avg_top2")
 _CLS_POOLERS = ("cls", "cls_before_pooler")

@@ -40,9 +40,7 @@ from transformers.masking_utils import create_bidirectional_mask
 from pipeline.errors import PipelineError
 from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
-from pipeline.settings_rules import (  # noqa: F401 (re-exported for the library's users)
-    CROSS_MODES, CROSS_OUTPUTS, validate_cael, validate_cross_mode, validate_cross_outputs,
-)
+from pipeline.settings_rules import validate_cael, validate_cross_mode, validate_cross_outputs
 
 
 def cael_layers(cael: int, num_layers: int) -> list[int]:

@@ -24,9 +24,11 @@ from scipy import stats
 from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.evaluation.intervals import CONFIDENCE, paired_interval
+from pipeline.models import MODEL_NAMES
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
-from pipeline.reporting.spec import MODELS, ExperimentSpec, RowSpec, Spec, TablesFile, TableSpec, split_override
+from pipeline.reporting.spec import ExperimentSpec, RowSpec, Spec, TablesFile, TableSpec, split_override
 from pipeline.reporting.tables import Row, RunSource, build_table, experiment_axes, find_row
+from pipeline.settings_rules import SCALES
 
 CLAIMS_FILE = Path("claims.yaml")
 REPRODUCED, HIGHER, NOT_REPRODUCED = "reproduced", "reproduced, higher", "not reproduced"
@@ -55,7 +57,7 @@ class SubjectSpec(Spec):
     """A model of pipeline/models.py, in the workspace or in the DVC experiment of its overrides."""
 
     label: str = Field(min_length=1)
-    model: Literal[MODELS]  # type: ignore[valid-type]
+    model: Literal[MODEL_NAMES]  # type: ignore[valid-type]
     experiment: ExperimentSpec | None = None
 
     def as_row(self) -> RowSpec:
@@ -79,7 +81,7 @@ class ValueClaim(ClaimSpec):
     """A cell of tables.yaml: its row is the subject, its paper number the claim."""
 
     kind: Literal["value"]
-    scale: Literal["tiny", "small", "paper"] = Field("paper", description="the scale the paper's number is at")
+    scale: Literal[SCALES] = Field("paper", description="the scale the paper's number is at")  # type: ignore[valid-type]
     table: str
     row: str
     column: str = Field(description="the column header, as in the table")

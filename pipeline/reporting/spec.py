@@ -20,7 +20,6 @@ from pipeline.errors import PipelineError
 from pipeline.models import MODEL_NAMES
 
 TABLES_FILE = Path("tables.yaml")
-MODELS = MODEL_NAMES  # the registry of pipeline/models.py
 ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
 MTEB_PREFIX = "mteb:"  # a column read from reports/mteb/<model>.json (the MTEB suites)
 # Hydra config groups of conf/: the table's backbone and the run's scale select them, never a row.
@@ -60,7 +59,7 @@ class ExperimentSpec(Spec):
 
 class RowSpec(Spec):
     label: str = Field(min_length=1)
-    model: Literal[MODELS]  # type: ignore[valid-type]
+    model: Literal[MODEL_NAMES]  # type: ignore[valid-type]
     experiment: ExperimentSpec | None = None
     paper: dict[str, float] = {}
 
