@@ -10,7 +10,7 @@ import sys
 import typer
 
 from stages import analyze, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
-from stages.common import EXIT_USER_ERROR
+from stages.common import one_line_errors
 
 app = typer.Typer(
     help="TNCSE/JTCSE reproduction pipeline. Each command is one DVC stage; settings come from params.yaml.",
@@ -29,17 +29,10 @@ def on_devices(module):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        import logging
-
-        from pipeline.errors import PipelineError
         from pipeline.launch import run_on_devices
 
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-        try:
+        with one_line_errors():
             run_on_devices(module.NAME, lambda: command(*args, **kwargs), sys.argv[1:], module in TRAINING_STAGES)
-        except PipelineError as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(EXIT_USER_ERROR) from None
 
     return wrapper
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable, Iterator
 
 import typer
 
@@ -44,17 +45,23 @@ def stage(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
         call = signature.bind(*args, **kwargs)
         call.apply_defaults()
-        try:
-            with params_unchanged_while_running(call.arguments["params"]):
-                return function(*args, **kwargs)
-        except PipelineError as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(EXIT_USER_ERROR) from None
+        with one_line_errors(), params_unchanged_while_running(call.arguments["params"]):
+            return function(*args, **kwargs)
 
     return wrapper
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Log to stderr; a PipelineError inside becomes one line `error: …` on stderr and exit code 2."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        yield
+    except PipelineError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_USER_ERROR) from None
 
 
 def summary(stage_name: str, text: str) -> None:
