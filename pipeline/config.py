@@ -32,6 +32,7 @@ from pipeline.settings_rules import (
     validate_hub_endpoint,
     validate_loss_names,
     validate_precision,
+    validate_token_budget,
 )
 
 PARAMS_FILE = Path("params.yaml")
@@ -225,13 +226,6 @@ class EvalSettings(Section):
     cost_length: int = Field(64, ge=1, description="tokens per sentence for the inference-cost count (GMACs, η)")
     mteb: MtebSettings = MtebSettings()
 
-    @field_validator("token_budget", mode="before")
-    @classmethod
-    def _auto_or_tokens(cls, value: Any) -> Any:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 4):
-            return value
-        raise ValueError("allowed: auto (by device) or a whole number of tokens, 4 or more")
-
     @field_validator("bootstrap", mode="before")
     @classmethod
     def _off_or_enough_resamples(cls, value: Any) -> Any:
@@ -241,11 +235,10 @@ class EvalSettings(Section):
 
     @model_validator(mode="after")
     def _budget_holds_a_sentence(self) -> "EvalSettings":
-        if self.token_budget != "auto" and self.token_budget < self.max_length:
-            raise ValueError(
-                f"eval.token_budget={self.token_budget} is less than eval.max_length={self.max_length}: a batch must "
-                f"hold one sentence of the longest length; raise eval.token_budget to {self.max_length} or more"
-            )
+        try:
+            validate_token_budget(self.token_budget, self.max_length)
+        except PipelineError as error:
+            raise ValueError(str(error)) from None
         return self
 
 

@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from pipeline.errors import PipelineError
+from pipeline.evaluation.sts import Embedder
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
 from pipeline.runtime import resolve_device
+from pipeline.settings_rules import validate_token_budget
 
 # `token_budget: auto`: padded tokens per batch by device. Measured on 2 CPU cores (MiniLM, 840 STS
 # sentences): 1,024-2,048 tokens 1.45x the old fixed batches of 64, 16,384 0.53x (large activations
@@ -65,7 +67,7 @@ def pad_batch(token_ids: Sequence[Sequence[int]], pad_id: int, left: bool = Fals
     return torch.from_numpy(input_ids), torch.from_numpy(mask)
 
 
-class HFEmbedder:
+class HFEmbedder(Embedder):
     """Pooled embeddings of a Hugging Face model, no gradients.
 
     `encode` (the evaluator's path) tokenizes all sentences at once, sorts them by length and runs
@@ -93,9 +95,8 @@ class HFEmbedder:
         self.encoder = self.encoder.to(self.device).eval()
         self.max_length = max_length
         self.batch_size = batch_size
-        self.token_budget = AUTO_TOKEN_BUDGET[self.device.type] if token_budget == "auto" else token_budget
-        if not isinstance(self.token_budget, int) or self.token_budget < 1:
-            raise PipelineError(f"token budget {token_budget!r} must be 'auto' or a whole number of tokens (1 or more)")
+        budget = validate_token_budget(token_budget, max_length, "token_budget", "max_length")
+        self.token_budget = AUTO_TOKEN_BUDGET[self.device.type] if budget == "auto" else budget
 
     def token_lengths(self, sentences: list[str]) -> list[int]:
         """Tokens per sentence as the model will see them (for length-sorted batches)."""

@@ -173,11 +173,11 @@ def model_key(towers: Sequence[tuple[str, float]], settings: str, items: int | N
     """The cache folder of one model: its towers' weights and weights in the sum, the embedder settings."""
     import mteb
 
-    from pipeline.evaluation.sts import tower_key
+    from pipeline.evaluation.store import tower_key
 
     digest = hashlib.sha256(f"{settings}|{items}|mteb {mteb.__version__}".encode())
     for tower, weight in towers:
-        digest.update(f"{tower_key(tower, [], settings)}*{weight}".encode())
+        digest.update(f"{tower_key(tower, settings)}*{weight}".encode())
     return digest.hexdigest()[:24]
 
 

@@ -13,6 +13,7 @@ Standalone mode: one model folder or hub id, or the two towers of a twin, on a S
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from pipeline import paths
@@ -20,19 +21,12 @@ from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import Embedder, load_tasks, model_tables
+from pipeline.evaluation.store import EmbeddingStore, embedder_settings, pipeline_store
+from pipeline.evaluation.sts import load_tasks, model_tables
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.runtime import resolve_device
 
-
-def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:
-    """Σ_i w_i · tower_i(sentences): an ensemble as one Embedder (for MTEB)."""
-    members = [make_embedder(tower) for tower in towers.folders]
-
-    def embed(sentences: list[str]):
-        return towers.combine([embedder(sentences) for embedder in members])
-
-    return embed
+log = logging.getLogger(__name__)
 
 
 def mteb_suites(params: Params) -> list:
@@ -42,15 +36,16 @@ def mteb_suites(params: Params) -> list:
     return load_suites(params.eval.mteb.suite)
 
 
-def mteb_results(params: Params, suites: list, towers: WeightedTowers, make_embedder) -> dict:
-    """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/."""
+def mteb_results(params: Params, suites: list, towers: WeightedTowers, store: EmbeddingStore) -> dict:
+    """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/;
+    each task's sentences are the towers' rows from `store`, summed (`EmbeddingStore.model_rows`)."""
     from pipeline.evaluation.mteb_suites import CACHE_DIR, evaluate_suites, model_key
     from pipeline.evaluation.mteb_tasks import task_runner
 
     settings = params.eval
     items = settings.mteb.local_items
-    cache = CACHE_DIR / model_key(towers, f"{settings.pooler}|{settings.max_length}", items)
-    runner = task_runner(ensemble_embedder(towers, make_embedder), settings.batch_size)
+    cache = CACHE_DIR / model_key(towers, store.settings, items)
+    runner = task_runner(lambda sentences: store.model_rows(towers, sentences), settings.batch_size)
     raw_stsb = paths.ORIGINAL_BENCHMARKS / "STSBenchmark"
     return evaluate_suites(suites, runner, raw_stsb, items, cache)
 
@@ -74,23 +69,18 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     towers = pipeline_model(name, params)
     settings = params.eval
 
-    def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device,
-                          token_budget=settings.token_budget)
-
+    store = pipeline_store(params)
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)
     suites = mteb_suites(params) if settings.mteb.enabled else []  # before any embedding work
-    table = model_tables(
-        {name: towers}, tasks, make_embedder, settings.batch_size, paths.EMBEDDINGS_CACHE,
-        embedder_settings=f"{settings.pooler}|{settings.max_length}|{settings.token_budget}",
-    )[name]
+    table = model_tables({name: towers}, tasks, store)[name]
     resamples = draw_resamples(tasks, settings.bootstrap, params.seed) if settings.bootstrap else None
     results, scores = scores_with_intervals(table, tasks, resamples)
     bootstrap = scores.record() if scores is not None else no_bootstrap_record(params.seed)
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
     mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
     if suites:
-        mteb["suites"] = mteb_results(params, suites, towers, make_embedder)
+        mteb["suites"] = mteb_results(params, suites, towers, store)
+    log.info("evaluate %s: %s", name, store.counts.line())
     return {**results, **about, "max_pairs": settings.max_pairs}, mteb, bootstrap
 
 
@@ -114,5 +104,6 @@ def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pa
     def make_embedder(source: str) -> HFEmbedder:
         return HFEmbedder(source, pooler, max_length, batch_size, device, token_budget=token_budget)
 
-    table = model_tables({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]
+    store = EmbeddingStore(None, embedder_settings(pooler, max_length), make_embedder, batch_size)
+    table = model_tables({"model": towers}, sts_tasks, store)["model"]
     return scores_with_intervals(table, sts_tasks, draw_resamples(sts_tasks, bootstrap, seed) if bootstrap else None)[0]
