@@ -317,8 +317,8 @@ def test_command_on_tiny_random_berts_gives_finite_scores(tiny_berts, tmp_path):
         (["--model", "MODEL", "--tasks", "STS99"], "unknown STS task 'STS99'"),
         (["--model", "MODEL", "--pooler", "max"], "--pooler=max is not a known pooler"),
         (["--model", "MODEL", "--senteval", "nowhere"], "SentEval data folder nowhere does not exist; run `dvc repro download`"),
-        (["--model", "MODEL", "--token-budget", "64"], "--token-budget 64 is not auto or a number of tokens of at least --max-length 128"),
-        (["--model", "MODEL", "--token-budget", "many"], "--token-budget many is not auto"),
+        (["--model", "MODEL", "--token-budget", "64"], "--token-budget=64 is less than --max-length=128: a batch must hold one sentence"),
+        (["--model", "MODEL", "--token-budget", "many"], "--token-budget='many' is not auto"),
     ],
 )
 def test_command_errors_are_one_line_with_exit_code_2(tiny_berts, tmp_path, args, message):

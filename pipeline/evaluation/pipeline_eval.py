@@ -14,13 +14,15 @@ Standalone mode: one model folder or hub id, or the two towers of a twin, on a S
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
-from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.store import EmbeddingStore, embedder_settings, pipeline_store
 from pipeline.evaluation.sts import load_tasks, model_tables
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
@@ -84,14 +86,49 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     return {**results, **about, "max_pairs": settings.max_pairs}, mteb, bootstrap
 
 
+@dataclass(frozen=True)
+class PipelineEvaluation:
+    """What `evaluate@<model>` wrote: the details scores, the MTEB results, and the files."""
+
+    results: dict
+    mteb: dict
+    headline: Path
+    mteb_file: Path
+
+
+def run_pipeline_evaluation(name: str, params: Params) -> PipelineEvaluation:
+    """Evaluate a model of the pipeline (`evaluate_pipeline_model`) and write its files: the details
+    (with the environment), the bootstrap scores, the provenance, the headline metrics, the MTEB results."""
+    from pipeline.environment import evaluation_environment, write_provenance
+    from pipeline.evaluation.sts import headline_scores
+    from pipeline.io import write_json_atomic
+
+    results, mteb, bootstrap = evaluate_pipeline_model(name, params)
+    write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", {**results, "environment": evaluation_environment(params)})
+    write_json_atomic(paths.METRICS_BOOTSTRAP / f"{name}.json", bootstrap)
+    write_provenance(f"evaluate-{name}")
+    headline = paths.metrics_file(name)
+    write_json_atomic(headline, headline_scores(results))
+    write_json_atomic(paths.MTEB / f"{name}.json", mteb)
+    return PipelineEvaluation(results, mteb, headline, paths.MTEB / f"{name}.json")
+
+
 def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
                         batch_size: int, max_length: int, device: str, token_budget: int | str = "auto",
                         seed: int = Params.model_fields["seed"].default, bootstrap: int = 0) -> dict:
     """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings); `seed`
-    draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals)."""
-    from pipeline.evaluation.embedder import resolve_model_source
+    draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals). Settings are named
+    by the evaluate command's options in errors."""
+    from pipeline.config import EvalSettings, describe_validation_error
+    from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.modeling.encoder import validate_pooler
+    from pipeline.settings_rules import validate_token_budget
 
+    token_budget = validate_token_budget(token_budget, max_length, "--token-budget", "--max-length")
+    try:
+        EvalSettings(bootstrap=bootstrap)
+    except ValidationError as error:
+        raise PipelineError(describe_validation_error(error, "--bootstrap").replace("bootstrap=", "--bootstrap ", 1)) from None
     resolve_device(device)
     if len(models) > 2:
         raise PipelineError(f"--model given {len(models)} times; give one model or the two towers of a twin")
