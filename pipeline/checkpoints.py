@@ -40,7 +40,8 @@ from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HUB_ID
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
-from pipeline.evaluation.sts import load_tasks, model_tables
+from pipeline.evaluation.store import model_tables
+from pipeline.evaluation.sts import load_tasks
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -257,7 +258,7 @@ def result_key(row: Row, commits: list, params: Params) -> str:
 def _score(key: str, row: Row, folders: list[str], params: Params, tasks, resamples: Resamples | None) -> dict:
     """The row's scores from the pipeline's embedding store (a tower the evaluate stage or another row
     already encoded is read; a tokenizer from another repo is part of the tower's content key)."""
-    from pipeline.evaluation.store import pipeline_store
+    from pipeline.evaluation.embedder import pipeline_store
 
     store = pipeline_store(params, pooler=row.pooler)
     table = model_tables({key: weighted_towers(row, folders)}, tasks, store)[key]

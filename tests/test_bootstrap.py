@@ -22,8 +22,8 @@ from pipeline.evaluation.bootstrap import (
     scores_with_intervals,
 )
 from pipeline.evaluation.intervals import paired_interval, percentile_interval
-from pipeline.evaluation.store import EmbeddingStore
-from pipeline.evaluation.sts import EmbeddingTable, load_tasks, model_tables, task_sentences, task_similarities
+from pipeline.evaluation.store import EmbeddingStore, model_tables
+from pipeline.evaluation.sts import EmbeddingTable, load_tasks, task_sentences, task_similarities
 
 from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert

@@ -23,8 +23,8 @@ from pipeline.config import parse_params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals
-from pipeline.evaluation.store import EmbeddingStore
-from pipeline.evaluation.sts import EmbeddingTable, load_tasks, model_tables, score_tasks, task_sentences
+from pipeline.evaluation.store import EmbeddingStore, model_tables
+from pipeline.evaluation.sts import EmbeddingTable, load_tasks, score_tasks, task_sentences
 from stages.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from pipeline.data.readers import ScoredPair, load_sts_benchmark, read_sts_subset
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET, HFEmbedder, pad_batch, token_budget_batches
+from pipeline.evaluation.store import evaluate_models
 from pipeline.evaluation.sts import (
     StsTask,
     combine_tables,
     embed_sentences,
     evaluate_embedder,
-    evaluate_models,
     format_table,
     load_tasks,
     sample_pairs,

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from pipeline.errors import PipelineError
+from pipeline import paths
+from pipeline.evaluation.store import EmbeddingStore, embedder_settings
 from pipeline.evaluation.sts import Embedder
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
 from pipeline.runtime import resolve_device
@@ -141,3 +143,17 @@ class HFEmbedder(Embedder):
             order = torch.tensor([position for batch in batches for position in batch])
             # rows back into the sentences' order: row order[k] of the result is row k of the batches'
             return torch.cat(chunks)[self._to_device(torch.argsort(order))]
+
+
+def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
+    """The pipeline's store (data/cache/embeddings/) with eval's embedder (`HFEmbedder`, loaded only
+    when a tower lacks sentences); `pooler` other than eval.pooler for a checkpoint's own."""
+    settings = params.eval
+    pooler = pooler or settings.pooler
+
+    def make_embedder(tower: str) -> HFEmbedder:
+        return HFEmbedder(tower, pooler, settings.max_length, settings.batch_size, params.device,
+                          token_budget=settings.token_budget)
+
+    return EmbeddingStore(paths.EMBEDDINGS_CACHE, embedder_settings(pooler, settings.max_length), make_embedder,
+                          settings.batch_size)

@@ -23,8 +23,8 @@ from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
-from pipeline.evaluation.store import EmbeddingStore, embedder_settings, pipeline_store
-from pipeline.evaluation.sts import load_tasks, model_tables
+from pipeline.evaluation.store import EmbeddingStore, embedder_settings, model_tables
+from pipeline.evaluation.sts import load_tasks
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.runtime import resolve_device
 
@@ -70,6 +70,8 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     resolve_device(params.device)  # before any work: cached embeddings would skip the embedder's own check
     towers = pipeline_model(name, params)
     settings = params.eval
+
+    from pipeline.evaluation.embedder import pipeline_store
 
     store = pipeline_store(params)
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)

@@ -34,13 +34,17 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.evaluation.sts import (
+    BatchEmbedder, Embedder, EmbeddingTable, StsTask, combine_tables, embed_sentences, score_tasks, task_sentences,
+)
 from pipeline.io import CorruptEntry, atomic_path, read_cache_entry, sha256_of, write_json_atomic
+from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +151,13 @@ class EmbeddingStore:
     the store lacks, once per tower and process.
     """
 
-    def __init__(self, root: Path | None, settings: str, make_embedder: Callable[[str], object],
+    def __init__(self, root: Path | None, settings: str, make_embedder: Callable[[str], Embedder | BatchEmbedder],
                  batch_size: int = 64, max_bytes: int = DEFAULT_MAX_BYTES):
         self.root = Path(root) if root is not None else None
         self.settings, self.make_embedder, self.batch_size, self.max_bytes = settings, make_embedder, batch_size, max_bytes
         self.counts = StoreCounts()
         self._towers: dict[str, _Tower] = {}
-        self._embedders: dict[str, object] = {}
+        self._embedders: dict[str, Embedder | BatchEmbedder] = {}
 
     def key(self, tower: str) -> str:
         return tower_key(tower, self.settings)
@@ -172,8 +176,6 @@ class EmbeddingStore:
         return state
 
     def _encode(self, tower: str, state: _Tower, missing: list[str]) -> None:
-        from pipeline.evaluation.sts import embed_sentences
-
         if tower not in self._embedders:
             self._embedders[tower] = self.make_embedder(tower)
         table = embed_sentences(self._embedders[tower], missing, self.batch_size,
@@ -238,17 +240,13 @@ class EmbeddingStore:
                 return np.stack([rows[sentence] for sentence in sentences])
         raise RuntimeError(f"the embedding store under {self.root} keeps losing shards of {tower}; is it pruned to 0 by another process?")
 
-    def tower_table(self, tower: str, sentences: Sequence[str]):
+    def tower_table(self, tower: str, sentences: Sequence[str]) -> EmbeddingTable:
         """The tower's `EmbeddingTable` of `sentences` (each distinct sentence once)."""
-        from pipeline.evaluation.sts import EmbeddingTable
-
         distinct = list(dict.fromkeys(sentences))
         return EmbeddingTable({sentence: row for row, sentence in enumerate(distinct)}, self.tower_rows(tower, distinct))
 
     def model_rows(self, towers, sentences: Sequence[str]) -> np.ndarray:
         """Σ wᵢ·towerᵢ of each sentence (`WeightedTowers.combine`), from the towers' stored rows."""
-        from pipeline.models import WeightedTowers
-
         towers = WeightedTowers.of(towers)
         members = [self.tower_rows(tower, sentences) for tower in towers.folders]
         if len(members) == 1 and towers.weights[0] == 1:
@@ -256,27 +254,33 @@ class EmbeddingStore:
         return np.asarray(towers.combine(members), dtype=np.float32)
 
 
+def model_tables(models: Mapping[str, WeightedTowers], tasks: Sequence[StsTask], store: EmbeddingStore) -> dict[str, EmbeddingTable]:
+    """Each named model's embedding table of the tasks' sentences: every distinct tower's rows come
+    from `store` (encoded there once) and a model's table is their weighted sum."""
+    sentences = task_sentences(tasks)
+    towers = dict.fromkeys(tower for members in models.values() for tower, _ in members)
+    tables = {tower: store.tower_table(tower, sentences) for tower in towers}
+    return {name: combine_tables(tables, members) for name, members in models.items()}
+
+
+def evaluate_models(
+    models: Mapping[str, WeightedTowers],
+    tasks: Sequence[StsTask],
+    make_embedder: Callable[[str], Embedder | BatchEmbedder],
+    batch_size: int = 64,
+    cache_dir: Path | None = None,
+    embedder_settings: str = "",
+) -> dict[str, dict]:
+    """Scores of each named model: `score_tasks` on its `model_tables` table, the towers' embeddings
+    in an `EmbeddingStore` under `cache_dir` (None: this call only) keyed with `embedder_settings`
+    (intervals: pipeline.evaluation.bootstrap.scores_with_intervals on the same tables)."""
+    store = EmbeddingStore(cache_dir, embedder_settings, make_embedder, batch_size)
+    return {name: score_tasks(table, tasks) for name, table in model_tables(models, tasks, store).items()}
+
+
 def embedder_settings(pooler: str, max_length: int) -> str:
     """What besides a tower's weights shapes its embeddings: the settings part of the store's key."""
     return f"{pooler}|{max_length}"
-
-
-def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
-    """The pipeline's store (data/cache/embeddings/) with eval's embedder (`HFEmbedder`, loaded only
-    when a tower lacks sentences); `pooler` other than eval.pooler for a checkpoint's own."""
-    from pipeline import paths
-
-    settings = params.eval
-    pooler = pooler or settings.pooler
-
-    def make_embedder(tower: str):
-        from pipeline.evaluation.embedder import HFEmbedder
-
-        return HFEmbedder(tower, pooler, settings.max_length, settings.batch_size, params.device,
-                          token_budget=settings.token_budget)
-
-    return EmbeddingStore(paths.EMBEDDINGS_CACHE, embedder_settings(pooler, settings.max_length), make_embedder,
-                          settings.batch_size)
 
 
 def store_size(root: Path) -> int:

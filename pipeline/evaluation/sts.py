@@ -38,7 +38,6 @@ from tqdm.auto import tqdm
 
 from pipeline.config import STS_TASKS
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
-from pipeline.evaluation.store import EmbeddingStore
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -255,30 +254,6 @@ def evaluate_embedder(embedder: Embedder | BatchEmbedder, tasks: Sequence[StsTas
                       description: str = "embed") -> dict:
     """Scores of one encoder (e.g. the STS-B dev score during training)."""
     return score_tasks(embed_sentences(embedder, task_sentences(tasks), batch_size, description), tasks)
-
-
-def model_tables(models: Mapping[str, WeightedTowers], tasks: Sequence[StsTask], store: EmbeddingStore) -> dict[str, EmbeddingTable]:
-    """Each named model's embedding table of the tasks' sentences: every distinct tower's rows come
-    from `store` (encoded there once) and a model's table is their weighted sum."""
-    sentences = task_sentences(tasks)
-    towers = dict.fromkeys(tower for members in models.values() for tower, _ in members)
-    tables = {tower: store.tower_table(tower, sentences) for tower in towers}
-    return {name: combine_tables(tables, members) for name, members in models.items()}
-
-
-def evaluate_models(
-    models: Mapping[str, WeightedTowers],
-    tasks: Sequence[StsTask],
-    make_embedder: Callable[[str], Embedder | BatchEmbedder],
-    batch_size: int = 64,
-    cache_dir: Path | None = None,
-    embedder_settings: str = "",
-) -> dict[str, dict]:
-    """Scores of each named model: `score_tasks` on its `model_tables` table, the towers' embeddings
-    in an `EmbeddingStore` under `cache_dir` (None: this call only) keyed with `embedder_settings`
-    (intervals: pipeline.evaluation.bootstrap.scores_with_intervals on the same tables)."""
-    store = EmbeddingStore(cache_dir, embedder_settings, make_embedder, batch_size)
-    return {name: score_tasks(table, tasks) for name, table in model_tables(models, tasks, store).items()}
 
 
 def format_table(results: Mapping[str, object]) -> str:
