@@ -35,10 +35,9 @@ from tqdm.auto import tqdm
 
 from pipeline import paths
 from pipeline.config import Params, describe_validation_error, read_yaml_file
-from pipeline.data.sources import TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
+from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
-from pipeline.evaluation.embedder import HUB_ID
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
 from pipeline.evaluation.store import model_tables
 from pipeline.evaluation.sts import load_tasks
@@ -258,7 +257,7 @@ def result_key(row: Row, commits: list, params: Params) -> str:
 def _score(key: str, row: Row, folders: list[str], params: Params, tasks, resamples: Resamples | None) -> dict:
     """The row's scores from the pipeline's embedding store (a tower the evaluate stage or another row
     already encoded is read; a tokenizer from another repo is part of the tower's content key)."""
-    from pipeline.evaluation.embedder import pipeline_store
+    from pipeline.evaluation.store import pipeline_store
 
     store = pipeline_store(params, pooler=row.pooler)
     table = model_tables({key: weighted_towers(row, folders)}, tasks, store)[key]

@@ -8,15 +8,13 @@ released evaluation.py does (early SimCSE versions used `hidden_states[0]`, the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+from pipeline.data.sources import HUB_ID
 from pipeline.errors import PipelineError
-from pipeline import paths
-from pipeline.evaluation.store import EmbeddingStore, embedder_settings
 from pipeline.evaluation.sts import Embedder
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
 from pipeline.runtime import resolve_device
@@ -27,8 +25,6 @@ from pipeline.settings_rules import validate_token_budget
 # fall out of the caches); a GPU wants few large batches (launch overhead), hence 16,384 there.
 AUTO_TOKEN_BUDGET = {"cpu": 2048, "cuda": 16384}
 
-# owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 def resolve_model_source(model: str | Path) -> str:
@@ -144,16 +140,3 @@ class HFEmbedder(Embedder):
             # rows back into the sentences' order: row order[k] of the result is row k of the batches'
             return torch.cat(chunks)[self._to_device(torch.argsort(order))]
 
-
-def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
-    """The pipeline's store (data/cache/embeddings/) with eval's embedder (`HFEmbedder`, loaded only
-    when a tower lacks sentences); `pooler` other than eval.pooler for a checkpoint's own."""
-    settings = params.eval
-    pooler = pooler or settings.pooler
-
-    def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, pooler, settings.max_length, settings.batch_size, params.device,
-                          token_budget=settings.token_budget)
-
-    return EmbeddingStore(paths.EMBEDDINGS_CACHE, embedder_settings(pooler, settings.max_length), make_embedder,
-                          settings.batch_size)

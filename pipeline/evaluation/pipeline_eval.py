@@ -42,12 +42,16 @@ def mteb_results(params: Params, suites: list, towers: WeightedTowers, store: Em
     """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/;
     each task's sentences are the towers' rows from `store`, summed (`EmbeddingStore.model_rows`)."""
     from pipeline.evaluation.mteb_suites import CACHE_DIR, evaluate_suites, model_key
-    from pipeline.evaluation.mteb_tasks import task_runner
 
     settings = params.eval
     items = settings.mteb.local_items
     cache = CACHE_DIR / model_key(towers, store.settings, items)
-    runner = task_runner(lambda sentences: store.model_rows(towers, sentences), settings.batch_size)
+
+    def runner(task):
+        from pipeline.evaluation.mteb_tasks import task_runner  # mteb: only when a task is not in the result cache
+
+        return task_runner(lambda sentences: store.model_rows(towers, sentences), settings.batch_size)(task)
+
     raw_stsb = paths.ORIGINAL_BENCHMARKS / "STSBenchmark"
     return evaluate_suites(suites, runner, raw_stsb, items, cache)
 
@@ -71,7 +75,7 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     towers = pipeline_model(name, params)
     settings = params.eval
 
-    from pipeline.evaluation.embedder import pipeline_store
+    from pipeline.evaluation.store import pipeline_store
 
     store = pipeline_store(params)
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)

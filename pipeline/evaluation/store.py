@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.data.sources import CONFIG_FILE, TOKENIZER_FILES
 from pipeline.evaluation.sts import (
     BatchEmbedder, Embedder, EmbeddingTable, StsTask, combine_tables, embed_sentences, score_tasks, task_sentences,
 )
@@ -49,10 +50,9 @@ from pipeline.models import WeightedTowers
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 20 * 2**30
-# The files of a saved model that decide its embeddings besides the settings (a tokenizer borrowed
-# from another repo is linked into the folder, so it is hashed too).
-IDENTITY_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                  "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model")
+# The files of a saved model that decide its embeddings besides the weights and settings (a tokenizer
+# borrowed from another repo is linked into the folder, so it is hashed too).
+IDENTITY_FILES = (CONFIG_FILE, *TOKENIZER_FILES)
 
 _file_digests: dict[tuple[str, int, int], str] = {}
 
@@ -281,6 +281,24 @@ def evaluate_models(
 def embedder_settings(pooler: str, max_length: int) -> str:
     """What besides a tower's weights shapes its embeddings: the settings part of the store's key."""
     return f"{pooler}|{max_length}"
+
+
+def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
+    """The pipeline's store (data/cache/embeddings/) with eval's embedder (`HFEmbedder`, loaded only
+    when a tower lacks sentences); `pooler` other than eval.pooler for a checkpoint's own."""
+    from pipeline import paths
+
+    settings = params.eval
+    pooler = pooler or settings.pooler
+
+    def make_embedder(tower: str) -> Embedder:
+        from pipeline.evaluation.embedder import HFEmbedder  # transformers only when a tower lacks sentences
+
+        return HFEmbedder(tower, pooler, settings.max_length, settings.batch_size, params.device,
+                          token_budget=settings.token_budget)
+
+    return EmbeddingStore(paths.EMBEDDINGS_CACHE, embedder_settings(pooler, settings.max_length), make_embedder,
+                          settings.batch_size)
 
 
 def store_size(root: Path) -> int:
