@@ -129,12 +129,12 @@ print(json.dumps({{"seconds": time.perf_counter() - started,
 """
 
 
-def stage_imports(repeats: int = 1, root: Path | None = None) -> dict[str, dict]:
-    """{stage module: {"seconds": median import seconds, "heavy": heavy packages loaded, "modules"}}."""
-    root = root or _root()
+def stage_imports(repeats: int = 1, only: list[str] | None = None) -> dict[str, dict]:
+    """{stage module: {"seconds": median import seconds, "heavy": heavy packages loaded, "modules"}}
+    for every stage module (or those named in `only`)."""
     results = {}
-    for stage_file in sorted((root / "stages").glob("*.py")):
-        if stage_file.stem in ("__init__", "__main__", "cli", "common"):
+    for stage_file in sorted((_root() / "stages").glob("*.py")):
+        if stage_file.stem in ("__init__", "__main__", "cli", "common") or (only is not None and stage_file.stem not in only):
             continue
         modules = stage_modules(stage_file)
         code = STAGE_PROBE.format(modules=modules, heavy=HEAVY)
@@ -145,7 +145,7 @@ def stage_imports(repeats: int = 1, root: Path | None = None) -> dict[str, dict]
     return results
 
 
-def measure_startup(model: str, device: str, pooler: str, max_length: int, repeats: int = 3) -> dict:
+def measure_startup(model: str, device: str, pooler: str, max_length: int, repeats: int = 3, stages: bool = True) -> dict:
     """Median seconds of each start-up part over `repeats` fresh processes (see the module doc)."""
     model = str(Path(model).resolve()) if Path(model).is_dir() else str(model)  # the probes run from the repository root
     arguments = ["--probe", "--model", model, "--device", device, "--pooler", pooler, "--max-length", str(max_length)]
@@ -162,8 +162,8 @@ def measure_startup(model: str, device: str, pooler: str, max_length: int, repea
     }
     result = {key: round(value, 3) for key, value in result.items()}
     result["total_s"] = round(sum(result[key] for key in ("import_s", "cuda_init_s", "load_s", "first_call_s") if key in result), 3)
-    return {**result, "repeats": repeats, "probe_sentences": PROBE_SENTENCES, "import_top": import_top(),
-            "stages": stage_imports(repeats)}
+    record = {**result, "repeats": repeats, "probe_sentences": PROBE_SENTENCES, "import_top": import_top()}
+    return {**record, "stages": stage_imports(repeats)} if stages else record
 
 
 def bench_startup(inputs) -> dict:
@@ -171,7 +171,7 @@ def bench_startup(inputs) -> dict:
     settings = inputs.params.eval
     inputs.advance("bench startup")
     result = measure_startup(str(inputs.backbone), inputs.context.device.type, settings.pooler, settings.max_length,
-                             repeats=inputs.scale.eval_repeats)
+                             repeats=inputs.scale.eval_repeats, stages=inputs.scale.stage_imports)
     inputs.advance(done=1)
     return result
 
