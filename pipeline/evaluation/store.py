@@ -31,7 +31,6 @@ shards first (reading a shard marks it used), never a shard this process uses;
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -137,7 +136,8 @@ class _Tower:
             self.index.setdefault(sentence, name)
 
     def forget(self, name: str) -> None:
-        self.sentences.pop(name, None), self.vectors.pop(name, None)
+        self.sentences.pop(name, None)
+        self.vectors.pop(name, None)
         self.index = {sentence: shard for sentence, shard in self.index.items() if shard != name}
         for other, sentences in self.sentences.items():
             for sentence in sentences:
@@ -330,13 +330,3 @@ def prune(root: Path, max_bytes: int, keep: Iterable[Path] = ()) -> list[Path]:
         log.info("embedding store %s: pruned %d files, %.1f MiB left", root, len(deleted), total / 2**20)
     return deleted
 
-
-def describe(root: Path) -> list[dict]:
-    """Each tower folder of the store: its key, what it is (tower.json), shards, sentences and bytes."""
-    rows = []
-    for folder in sorted(path for path in Path(root).iterdir() if path.is_dir()) if Path(root).is_dir() else []:
-        about = folder / "tower.json"
-        info = json.loads(about.read_text()) if about.is_file() else {}
-        shards = list(folder.glob("*.npz"))
-        rows.append({"key": folder.name, **info, "shards": len(shards), "bytes": sum(path.stat().st_size for path in shards)})
-    return rows
