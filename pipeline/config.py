@@ -218,7 +218,7 @@ class EvalSettings(Section):
     )
     batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")
     max_length: int = Field(128, ge=4)
-    token_budget: Literal["auto"] | int = Field(
+    token_budget: int | str = Field(  # "auto" or tokens: the rule is settings_rules.validate_token_budget
         "auto", description="the STS evaluator's batches: at most this many padded tokens (sentences × longest); "
         "auto: by device (pipeline.evaluation.embedder.AUTO_TOKEN_BUDGET)"
     )
