@@ -35,12 +35,12 @@ from tqdm.auto import tqdm
 
 from pipeline import paths
 from pipeline.config import Params, describe_validation_error, read_yaml_file
-from pipeline.data.sources import TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
+from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
-from pipeline.evaluation.embedder import HUB_ID
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
-from pipeline.evaluation.sts import load_tasks, model_tables
+from pipeline.evaluation.store import model_tables
+from pipeline.evaluation.sts import load_tasks
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -54,12 +54,11 @@ METRIC_OF_COLUMN = {
 TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
 COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE = paths.DATA / "cache" / "checkpoints"
-EMBEDDING_CACHE = paths.EMBEDDINGS_CACHE  # shared with the evaluate stage
 # The evaluator's code: a change to it invalidates the cached results.
 EVALUATOR_SOURCES = tuple(
     Path(__file__).resolve().parent / name
     for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/bootstrap.py", "evaluation/embedder.py",
-                 "modeling/encoder.py", "data/readers.py")
+                 "evaluation/store.py", "modeling/encoder.py", "data/readers.py")
 )
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
@@ -256,18 +255,13 @@ def result_key(row: Row, commits: list, params: Params) -> str:
 
 
 def _score(key: str, row: Row, folders: list[str], params: Params, tasks, resamples: Resamples | None) -> dict:
-    from pipeline.evaluation.embedder import HFEmbedder
+    """The row's scores from the pipeline's embedding store (a tower the evaluate stage or another row
+    already encoded is read; a tokenizer from another repo is part of the tower's content key)."""
+    from pipeline.evaluation.store import pipeline_store
 
-    settings = params.eval
-
-    def make_embedder(folder: str) -> HFEmbedder:
-        return HFEmbedder(folder, row.pooler, settings.max_length, settings.batch_size, params.device)
-
-    # The embedding cache keys a tower by its weights; a tokenizer from another repo joins the key.
-    borrowed = sorted({tower.tokenizer for tower in row.towers if tower.tokenizer})
-    embedder_settings = f"{row.pooler}|{settings.max_length}" + (f"|tokenizers={','.join(borrowed)}" if borrowed else "")
-    towers = weighted_towers(row, folders)
-    table = model_tables({key: towers}, tasks, make_embedder, settings.batch_size, EMBEDDING_CACHE, embedder_settings)[key]
+    store = pipeline_store(params, pooler=row.pooler)
+    table = model_tables({key: weighted_towers(row, folders)}, tasks, store)[key]
+    log.info("%s: %s", key, store.counts.line())
     return scores_with_intervals(table, tasks, resamples)[0]
 
 

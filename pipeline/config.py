@@ -38,6 +38,7 @@ from pipeline.settings_rules import (
     validate_loss_names,
     validate_precision,
     validate_towers,
+    validate_token_budget,
 )
 
 PARAMS_FILE = Path("params.yaml")
@@ -219,20 +220,13 @@ class EvalSettings(Section):
     )
     batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")
     max_length: int = Field(128, ge=4)
-    token_budget: Literal["auto"] | int = Field(
+    token_budget: int | str = Field(  # "auto" or tokens: the rule is settings_rules.validate_token_budget
         "auto", description="the STS evaluator's batches: at most this many padded tokens (sentences × longest); "
         "auto: by device (pipeline.evaluation.embedder.AUTO_TOKEN_BUDGET)"
     )
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
     cost_length: int = Field(64, ge=1, description="tokens per sentence for the inference-cost count (GMACs, η)")
     mteb: MtebSettings = MtebSettings()
-
-    @field_validator("token_budget", mode="before")
-    @classmethod
-    def _auto_or_tokens(cls, value: Any) -> Any:
-        if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value >= 4):
-            return value
-        raise ValueError("allowed: auto (by device) or a whole number of tokens, 4 or more")
 
     @field_validator("bootstrap", mode="before")
     @classmethod
@@ -243,11 +237,10 @@ class EvalSettings(Section):
 
     @model_validator(mode="after")
     def _budget_holds_a_sentence(self) -> "EvalSettings":
-        if self.token_budget != "auto" and self.token_budget < self.max_length:
-            raise ValueError(
-                f"eval.token_budget={self.token_budget} is less than eval.max_length={self.max_length}: a batch must "
-                f"hold one sentence of the longest length; raise eval.token_budget to {self.max_length} or more"
-            )
+        try:
+            validate_token_budget(self.token_budget, self.max_length)
+        except PipelineError as error:
+            raise ValueError(str(error)) from None
         return self
 
 

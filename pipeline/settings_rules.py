@@ -126,6 +126,22 @@ def validate_pooler(pooler: str, key: str = "pooler") -> str:
     return pooler
 
 
+def validate_token_budget(token_budget: int | str, max_length: int, key: str = "eval.token_budget",
+                          length_key: str = "eval.max_length") -> int | str:
+    """`auto` (by device) or a whole number of padded tokens per batch, at least `max_length`: a batch
+    must hold one sentence of the longest length. A string of digits (a command-line option) counts
+    as its number."""
+    budget = int(token_budget) if isinstance(token_budget, str) and token_budget.isdigit() else token_budget
+    if budget == "auto":
+        return budget
+    if not isinstance(budget, int) or isinstance(budget, bool):
+        raise PipelineError(f"{key}={token_budget!r} is not auto or a whole number of tokens")
+    if budget < max_length:
+        raise PipelineError(f"{key}={budget} is less than {length_key}={max_length}: a batch must hold one sentence "
+                            f"of the longest length; raise {key} to {max_length} or more")
+    return budget
+
+
 def validate_precision(precision: str, device_type: str, key: str, device_setting: str | None = None) -> str:
     """`precision` of a training stage (one of `PRECISIONS`, the schema checked) on the device it runs
     on: bf16 and fp16 on CUDA only, a CPU trains in fp32 (`device_setting` names how the device was chosen)."""

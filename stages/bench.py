@@ -43,13 +43,17 @@ def command(
     corpus: Path = typer.Option(paths.CORPUS, "--corpus", help="training sentences, one per line"),
     senteval: Path = typer.Option(paths.SENTEVAL, "--senteval", help="SentEval-layout STS data folder"),
     section: list[str] | None = typer.Option(None, "--section", help="a section to run, repeatable (training, joint_padding, "
-                                             "evaluation, bootstrap, translation, startup); default all"),
+                                             "evaluation, bootstrap, translation, startup); default all of these; "
+                                             "pipeline (only when named): the dvc repro of a fresh clone"),
+    clone_dir: Path | None = typer.Option(None, "--clone-dir", help="section pipeline: a new folder for the clone (kept)"),
     quick: bool = typer.Option(False, "--quick", hidden=True, help="a one-point grid, one repeat (tests)"),
     params: Path = ParamsOption,
 ) -> None:
     import json
 
     from pipeline.benchmark import SECTIONS, bench_scale, format_summary_table, run_benchmarks
+    from pipeline.benchmark.repro import pipeline_line, with_pipeline_section
+    from pipeline.benchmark.scales import OPT_IN_SECTIONS, check_sections
     from pipeline.io import write_text_atomic
     from pipeline.errors import PipelineError
 
@@ -62,15 +66,28 @@ def command(
     # data/backbone holds the configured scale's weights; for the other scale (the paper grid with the tiny
     # preset's MiniLM) the library times that scale's model instead, unless --backbone names one.
     configured = backbone if requested == settings.scale or backbone != DEFAULT_BACKBONE else None
-    results = run_benchmarks(
-        grid,
-        settings,
-        device=device,
-        backbone_dir=configured,
-        corpus=_with_mirror_fallback(corpus, mirror, "wiki1m/wiki1m_for_simcse.head.txt"),
-        senteval=_with_mirror_fallback(senteval, mirror, "senteval"),
-        sections=section or SECTIONS,
-    )
+    sections = section or list(SECTIONS)
+    check_sections(sections)
+    if "pipeline" in sections and clone_dir is None:
+        raise PipelineError("--section pipeline needs --clone-dir DIR: a new folder for the fresh clone (kept afterwards)")
+    measured = [name for name in sections if name not in OPT_IN_SECTIONS]
+    previous = json.loads(output.read_text(encoding="utf-8")) if output.is_file() else {}
+    results = previous
+    if measured:
+        results = run_benchmarks(
+            grid,
+            settings,
+            device=device,
+            backbone_dir=configured,
+            corpus=_with_mirror_fallback(corpus, mirror, "wiki1m/wiki1m_for_simcse.head.txt"),
+            senteval=_with_mirror_fallback(senteval, mirror, "senteval"),
+            sections=measured,
+        )
+    results = with_pipeline_section(results, previous, clone_dir if "pipeline" in sections else None)
+    if not measured:
+        write_text_atomic(output, json.dumps(results, indent=2) + "\n")
+        summary(NAME, f"{pipeline_line(results['pipeline'])} -> {output}")
+        return
     write_text_atomic(output, json.dumps(results, indent=2) + "\n")
     typer.echo(format_summary_table(results))
     facts, headline = results["machine"], results["summary"]

@@ -39,3 +39,17 @@ def on_devices(module):
 
 for module in (download, rtt, pretrain, joint, distill, evaluate, checkpoints, analyze, report, bench):
     app.command(module.NAME, help=module.__doc__)(on_devices(module) if module in MODEL_STAGES else module.command)
+
+
+@app.command("prune-embeddings")
+def prune_embeddings(
+    max_gb: float = typer.Option(..., "--max-gb", min=0, help="keep at most this many GiB (0 empties the store)"),
+) -> None:
+    """Prune the embedding store (data/cache/embeddings/, pipeline.evaluation.store) to --max-gb GiB,
+    least recently used shards first. Not a DVC stage: the store is a cache every stage shares."""
+    from pipeline import paths
+    from pipeline.evaluation.store import prune, store_size
+
+    deleted = prune(paths.EMBEDDINGS_CACHE, int(max_gb * 2**30))
+    typer.echo(f"[prune-embeddings] deleted {len(deleted)} files; {store_size(paths.EMBEDDINGS_CACHE) / 2**20:.1f} MiB left "
+               f"in {paths.EMBEDDINGS_CACHE}")

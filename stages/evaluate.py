@@ -9,6 +9,7 @@ commit, host, time), the headline reports/metrics/<model>.json (the seven report
 `dvc metrics show`), reports/metrics/bootstrap/<model>.json (each bootstrap resample's scores,
 `eval.bootstrap` resamples drawn with `seed`; pipeline.evaluation.bootstrap) and
 reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
+Tower embeddings come from the embedding store (data/cache/embeddings/, pipeline.evaluation.store).
 
 Standalone: `--model` (a folder or hub id; twice for a twin, the sum of the two towers) with
 `--output`. Prints the table and writes the scores as JSON: per task {"all", "mean", "subsets"}
@@ -21,6 +22,7 @@ import typer
 
 from pipeline import paths
 from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, Params
+from pipeline.errors import PipelineError
 from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "evaluate"
@@ -48,67 +50,50 @@ def command(
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     params: Path = ParamsOption,
 ) -> None:
-    from pipeline.io import write_json_atomic
-    from pipeline.errors import PipelineError
-    from pipeline.evaluation.sts import format_table, headline_scores
-
     if name is not None:
         if model or output:
             raise PipelineError("--name (pipeline mode) takes its models and output from the pipeline; drop --model/--output")
-        settings = stage_params(params)  # a bad params file fails before the evaluator's imports (seconds)
-        from pipeline.evaluation.pipeline_eval import evaluate_pipeline_model
-
-        from pipeline.environment import evaluation_environment, write_provenance
-
-        results, mteb_results, bootstrap_record = evaluate_pipeline_model(name, settings)
-        write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", {**results, "environment": evaluation_environment(settings)})
-        write_json_atomic(paths.METRICS_BOOTSTRAP / f"{name}.json", bootstrap_record)
-        write_provenance(f"{NAME}-{name}")
-        output, written = paths.metrics_file(name), headline_scores(results)
-        label = name
+        pipeline_mode(name, params)
     else:
         if not model or output is None:
             raise PipelineError("give --name <pipeline model>, or --model <folder or hub id> with --output <file.json>")
-        budget = token_budget_option(token_budget, max_length)
-        bootstrap_option(bootstrap)
-        from pipeline.evaluation.pipeline_eval import evaluate_standalone
+        standalone_mode(model, output, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, token_budget,
+                        seed, bootstrap)
 
-        results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, budget,
-                                      seed, bootstrap)
-        written, label = results, " + ".join(model)
+
+def pipeline_mode(name: str, params: Path) -> None:
+    """`evaluate@<name>`: one library call evaluates and writes; the stage prints."""
+    settings = stage_params(params)  # a bad params file fails before the evaluator's imports (seconds)
+    from pipeline.evaluation.mteb_suites import suite_lines
+    from pipeline.evaluation.pipeline_eval import run_pipeline_evaluation
+
+    evaluation = run_pipeline_evaluation(name, settings)
+    _print_scores(evaluation.results)
+    for line in suite_lines(evaluation.mteb["suites"]):
+        typer.echo(line)
+    _summary(name, evaluation.results, settings.eval.pooler, f"{evaluation.headline}, {evaluation.mteb_file}")
+
+
+def standalone_mode(model: list[str], output: Path, pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
+                    batch_size: int, max_length: int, device: str, token_budget: str, seed: int, bootstrap: int) -> None:
+    """`--model ... --output FILE`: one library call scores; the stage prints and writes the JSON."""
+    from pipeline.evaluation.pipeline_eval import evaluate_standalone
+    from pipeline.io import write_json_atomic
+
+    results = evaluate_standalone(model, pooler, tasks, max_pairs, senteval, batch_size, max_length, device, token_budget,
+                                  seed, bootstrap)
+    _print_scores(results)
+    write_json_atomic(output, results)
+    _summary(" + ".join(model), results, pooler, str(output))
+
+
+def _print_scores(results: dict) -> None:
+    from pipeline.evaluation.sts import format_table
+
     typer.echo(format_table({key: value for key, value in results.items() if key in DEFAULTS.tasks or key == "avg"}))
-    write_json_atomic(output, written)
-    if name is not None:
-        from pipeline.evaluation.mteb_suites import suite_lines
 
-        for line in suite_lines(mteb_results["suites"]):
-            typer.echo(line)
-        write_json_atomic(paths.MTEB / f"{name}.json", mteb_results)
-        output = f"{output}, {paths.MTEB / f'{name}.json'}"
+
+def _summary(label: str, results: dict, pooler: str, written: str) -> None:
     interval = results.get("intervals", {}).get("avg")
     shown = f" [{interval['low']:.2f}, {interval['high']:.2f}]" if interval else ""
-    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{shown} -> {output}")
-
-
-def token_budget_option(token_budget: str, max_length: int) -> int | str:
-    """`auto` or a number of tokens ≥ --max-length (a batch must hold one sentence of the longest length)."""
-    from pipeline.errors import PipelineError
-
-    budget = token_budget if token_budget == "auto" else int(token_budget) if token_budget.isdigit() else None
-    if budget is None or (budget != "auto" and budget < max_length):
-        raise PipelineError(f"--token-budget {token_budget} is not auto or a number of tokens of at least --max-length "
-                            f"{max_length} (a batch must hold one sentence of the longest length)")
-    return budget
-
-
-def bootstrap_option(resamples: int) -> None:
-    """--bootstrap as eval.bootstrap allows it (0, or enough resamples for a 95 % interval)."""
-    from pydantic import ValidationError
-
-    from pipeline.config import describe_validation_error
-    from pipeline.errors import PipelineError
-
-    try:
-        EvalSettings(bootstrap=resamples)
-    except ValidationError as error:
-        raise PipelineError(describe_validation_error(error, "--bootstrap").replace("bootstrap=", "--bootstrap ", 1)) from None
+    summary(NAME, f"{label} ({results.get('pooler', pooler)}): 7-task avg {results['avg']:.2f}{shown} -> {written}")

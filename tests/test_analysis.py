@@ -37,6 +37,7 @@ from pipeline.analysis import (
 from pipeline.data.readers import ScoredPair
 from stages.cli import app
 
+from conftest import MIRROR
 from tiny_models import save_tiny_bert
 
 SENTENCES = [
@@ -352,3 +353,45 @@ def test_stage_needs_the_backbone(tmp_path, tiny_params_dict, mirror, monkeypatc
     result = CliRunner().invoke(app, ["analyze"])
     assert result.exit_code == 2
     assert "data/backbone does not exist" in result.output
+
+
+def _numbers(value, path=""):
+    """Every number of a nested report, by its path."""
+    if isinstance(value, dict):
+        return {key: number for name, item in value.items() for key, number in _numbers(item, f"{path}/{name}").items()}
+    if isinstance(value, (list, tuple)):
+        return {key: number for index, item in enumerate(value) for key, number in _numbers(item, f"{path}[{index}]").items()}
+    return {path: float(value)} if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) else {}
+
+
+def test_analysis_reads_the_towers_rows_from_the_store_and_scores_as_before(tiny_project, tmp_path):
+    """The ensemble's and towers' analyses from a store that the evaluate stage already filled equal
+    those of towers encoded afresh, and encode nothing."""
+    from pipeline.analysis import analyze_models
+    from pipeline.evaluation.embedder import HFEmbedder
+    from pipeline.evaluation.store import EmbeddingStore, model_tables
+    from pipeline.evaluation.sts import load_tasks
+    from pipeline.models import WeightedTowers
+
+    tasks = load_tasks(MIRROR / "senteval", ["STSBenchmark"], 120, seed=0)
+    pairs = tasks[0].subsets["test"]
+    towers = [str(tiny_project / "I"), str(tiny_project / "II")]
+    models = {"pretrain-I": WeightedTowers.of([(towers[0], 1.0)]), "ensemble": WeightedTowers.twin(*towers)}
+    passes = []
+
+    def make_embedder(tower):
+        passes.append(tower)
+        return HFEmbedder(tower, "cls_before_pooler", 32, 32, "cpu")
+
+    fresh = analyze_models(models, pairs, EmbeddingStore(None, "cls_before_pooler|32", make_embedder, 32), max_length=32)
+    root = tmp_path / "embeddings"
+    model_tables(models, tasks, EmbeddingStore(root, "cls_before_pooler|32", make_embedder, 32))  # evaluate@<model>
+    passes.clear()
+    store = EmbeddingStore(root, "cls_before_pooler|32", make_embedder, 32)
+    stored = analyze_models(models, pairs, store, max_length=32)
+    assert passes == [] and store.counts.passes == 0  # no tower's encoder was loaded or run
+    for name in models:
+        expected, got = _numbers(fresh.reports[name]), _numbers(stored.reports[name])
+        assert expected.keys() == got.keys() and len(expected) > 5
+        for path, value in expected.items():
+            assert got[path] == pytest.approx(value, abs=1e-6), (name, path)

@@ -348,3 +348,79 @@ def test_a_failing_start_up_probe_is_one_line(tmp_path):
     with pytest.raises(PipelineError, match=r"start-up probe .* failed: .*model folder .*nowhere does not exist") as caught:
         measure_startup(str(tmp_path / "nowhere"), "cpu", "cls_before_pooler", 32, repeats=1)
     assert "\n" not in str(caught.value)
+
+
+# ----------------------------------------------------------------------------- the pipeline section (issue 31)
+
+FAKE_PIPELINE = {"stages": {
+    "second": {"cmd": "python -c \"open('b.txt', 'w').write(open('a.txt').read() + 'b')\"", "deps": ["a.txt"], "outs": ["b.txt"]},
+    "first": {"cmd": "python -c \"sum(range(2_000_000)); open('a.txt', 'w').write('a')\"", "outs": ["a.txt"]},
+}}
+
+
+@pytest.fixture
+def fake_repo(tmp_path):
+    """A git repository with a two-stage dvc.yaml (listed out of order) committed, and an uncommitted file."""
+    import subprocess
+    import sys
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "dvc.yaml").write_text(yaml.safe_dump(FAKE_PIPELINE))
+    git = ["git", "-c", "user.email=bench@example.org", "-c", "user.name=bench"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "pipeline"], cwd=repo, check=True)
+    (repo / "uncommitted.txt").write_text("not in the clone")
+    return repo
+
+
+def test_the_pipeline_section_runs_a_fresh_clone_stage_by_stage(fake_repo, tmp_path):
+    from pipeline.benchmark.repro import bench_pipeline
+
+    clone = tmp_path / "clone"
+    result = bench_pipeline(clone, fake_repo)
+    assert list(result["stages"]) == ["first", "second"]  # graph order, not file order
+    for times in result["stages"].values():
+        assert times["wall_s"] > 0 and times["cpu_s"] > 0
+    assert result["total_wall_s"] == pytest.approx(sum(times["wall_s"] for times in result["stages"].values()))
+    assert (clone / "b.txt").read_text() == "ab" and not (clone / "uncommitted.txt").exists()  # HEAD, kept
+    assert len(result["commit"]) == 40 and "setup excluded" in result["note"]
+    with pytest.raises(PipelineError, match="--clone-dir .* is not an empty folder"):
+        bench_pipeline(clone, fake_repo)
+
+
+def test_the_stage_runs_the_pipeline_section_only_when_named_and_keeps_the_other_sections(
+        fake_repo, tmp_path, monkeypatch, tiny_params_dict):
+    from pipeline.benchmark import repro
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "params.yaml").write_text(json.dumps(tiny_params_dict))
+    (project / "bench.json").write_text(json.dumps({"scale": "tiny", "evaluation": {"kept": 1}}))
+    monkeypatch.chdir(project)
+    monkeypatch.setattr(repro, "_root", lambda: fake_repo)
+    app = typer.Typer()
+    app.command()(bench.command)
+    refused = CliRunner().invoke(app, ["--section", "pipeline", "--output", "bench.json"])
+    assert refused.exit_code == 2 and "--section pipeline needs --clone-dir" in refused.output
+    result = CliRunner().invoke(app, ["--section", "pipeline", "--clone-dir", str(tmp_path / "clone"), "--output", "bench.json"])
+    assert result.exit_code == 0, result.output
+    written = json.loads((project / "bench.json").read_text())
+    assert written["evaluation"] == {"kept": 1} and list(written["pipeline"]["stages"]) == ["first", "second"]
+    assert "[bench] dvc repro of a fresh clone" in result.output
+    rendered = render_readme_section({**json.loads(committed_text("reports/bench.json")), "pipeline": written["pipeline"]})
+    assert "`dvc repro` of a fresh clone" in rendered and "first " in rendered
+
+
+def test_the_evaluate_stage_starts_without_transformers_or_mteb():
+    """What the evaluate command imports before its first work (every pipeline module it names):
+    transformers loads only when a tower lacks sentences in the embedding store, mteb only for an
+    MTEB task whose result is not cached."""
+    from pipeline.benchmark.startup import stage_imports, stage_modules
+
+    modules = stage_modules(REPO_ROOT / "stages" / "evaluate.py")
+    assert {"pipeline.evaluation.pipeline_eval", "pipeline.evaluation.mteb_suites"} <= set(modules)
+    evaluate = stage_imports(only=["evaluate"])["evaluate"]
+    assert "transformers" not in evaluate["heavy"] and "mteb" not in evaluate["heavy"]

@@ -22,7 +22,8 @@ from pipeline.evaluation.bootstrap import (
     scores_with_intervals,
 )
 from pipeline.evaluation.intervals import paired_interval, percentile_interval
-from pipeline.evaluation.sts import EmbeddingTable, load_tasks, model_tables, task_sentences, task_similarities
+from pipeline.evaluation.store import EmbeddingStore, model_tables
+from pipeline.evaluation.sts import EmbeddingTable, load_tasks, task_sentences, task_similarities
 
 from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert
@@ -86,7 +87,7 @@ def test_the_indices_are_the_same_for_two_models_and_change_with_the_seed(tasks)
 
     resamples = draw_resamples(tasks, 100, seed=3)
     results = {name: scores_with_intervals(table, tasks, resamples)[0]
-               for name, table in model_tables(models, tasks, embedder).items()}
+               for name, table in model_tables(models, tasks, EmbeddingStore(None, "", embedder)).items()}
     assert results["one"]["bootstrap"] == results["two"]["bootstrap"]  # resamples, seed and the indices' digest
     assert results["one"]["intervals"] != results["two"]["intervals"]
     again, other_seed = draw_resamples(tasks, 100, seed=3), draw_resamples(tasks, 100, seed=4)

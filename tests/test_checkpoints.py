@@ -23,7 +23,8 @@ from pipeline.config import parse_params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals
-from pipeline.evaluation.sts import EmbeddingTable, load_tasks, model_tables, score_tasks, task_sentences
+from pipeline.evaluation.store import EmbeddingStore, model_tables
+from pipeline.evaluation.sts import EmbeddingTable, load_tasks, score_tasks, task_sentences
 from stages.cli import app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,7 +222,7 @@ def test_single_row_equals_scoring_the_model_directly(workspace, towers):
         return HFEmbedder(folder, "cls_before_pooler", 128, 64, "cpu")
 
     resamples = draw_resamples(tasks, params.eval.bootstrap, params.seed)  # the evaluate stage's resamples
-    table = model_tables({"m": [(str(towers["a"]), 1.0)]}, tasks, make_embedder, 64)["m"]
+    table = model_tables({"m": [(str(towers["a"]), 1.0)]}, tasks, EmbeddingStore(None, "", make_embedder))["m"]
     direct, _ = scores_with_intervals(table, tasks, resamples)
     assert scored == direct and set(scored["intervals"]) == {*TASKS, "avg"}
 

@@ -210,3 +210,62 @@ def test_the_suite_setting_takes_a_name_or_a_list_and_local_items_is_checked(tin
     tiny_params_dict["eval"]["mteb"] = {"enabled": True, "local": True}
     with pytest.raises(PipelineError, match=r"unknown setting 'eval.mteb.local'"):
         parse_params(tiny_params_dict)
+
+
+# ----------------------------------------------------------------------------- the embedding store (issue 31)
+
+from pipeline.evaluation.store import EmbeddingStore  # noqa: E402
+from pipeline.evaluation.sts import Embedder  # noqa: E402
+from pipeline.models import WeightedTowers  # noqa: E402
+
+
+class CountingEmbedder(Embedder):
+    """An `Embedder` that counts its passes and sentences."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder, self.passes, self.sentences = embedder, 0, 0
+
+    def encode(self, sentences, progress=None):
+        self.passes += 1
+        self.sentences += len(sentences)
+        return self.embedder.encode(sentences, progress)
+
+
+def _numbers(value, path=""):
+    """Every number of a nested result, by its path."""
+    if isinstance(value, dict):
+        return {key: number for name, item in value.items() for key, number in _numbers(item, f"{path}/{name}").items()}
+    return {path: value} if isinstance(value, (int, float)) and not isinstance(value, bool) else {}
+
+
+def test_an_ensembles_mteb_scores_come_from_its_towers_rows_without_running_an_encoder(tmp_path):
+    from pipeline.evaluation.embedder import HFEmbedder
+    from tiny_models import save_tiny_bert
+
+    folders = [str(save_tiny_bert(tmp_path / name, seed=seed)) for name, seed in (("I", 3), ("II", 4))]
+    ensemble = WeightedTowers.twin(*folders)
+    suites = mteb_suites.load_suites(LOCAL_SUITES)
+    embedders = {folder: HFEmbedder(folder, "cls_before_pooler", 32, 32, "cpu") for folder in folders}
+
+    # before the store: the ensemble ran both towers' encoders on every task's sentences
+    def towers_encoded_again(sentences):
+        return ensemble.combine([embedders[folder](sentences) for folder in ensemble.folders])
+
+    before = mteb_suites.evaluate_suites(suites, task_runner(towers_encoded_again, 32), RAW_STSB, 60, None)
+
+    root = tmp_path / "embeddings"
+    counting = {folder: CountingEmbedder(embedder) for folder, embedder in embedders.items()}
+    for folder in folders:  # evaluate@pretrain-I and evaluate@pretrain-II: each tower's own MTEB run fills the store
+        store = EmbeddingStore(root, "cls_before_pooler|32", counting.__getitem__, 32)
+        mteb_suites.evaluate_suites(suites, task_runner(lambda s, f=folder: store.model_rows([(f, 1.0)], s), 32), RAW_STSB, 60, None)
+    passes = {folder: embedder.passes for folder, embedder in counting.items()}
+    assert all(passes.values())
+
+    store = EmbeddingStore(root, "cls_before_pooler|32", counting.__getitem__, 32)  # evaluate@ensemble
+    after = mteb_suites.evaluate_suites(suites, task_runner(lambda s: store.model_rows(ensemble, s), 32), RAW_STSB, 60, None)
+    assert {folder: embedder.passes for folder, embedder in counting.items()} == passes  # no encoder ran
+    assert store.counts.passes == 0 and store.counts.reused > 0
+    expected, got = _numbers(before), _numbers(after)
+    assert expected.keys() == got.keys() and len(expected) > 20
+    for path, value in expected.items():
+        assert got[path] == pytest.approx(value, abs=1e-6), path

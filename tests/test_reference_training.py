@@ -10,7 +10,8 @@ from pipeline.config import OptimSettings, TrainSettings, parse_params
 from pipeline.data.readers import ScoredPair
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences, evaluate_models
+from pipeline.evaluation.store import evaluate_models
+from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences
 from pipeline.models import WeightedTowers
 from pipeline.training.batching import (
     epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,

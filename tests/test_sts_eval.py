@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from pipeline.data.readers import ScoredPair, load_sts_benchmark, read_sts_subset
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET, HFEmbedder, pad_batch, token_budget_batches
+from pipeline.evaluation.store import evaluate_models
 from pipeline.evaluation.sts import (
     StsTask,
     combine_tables,
     embed_sentences,
     evaluate_embedder,
-    evaluate_models,
     format_table,
     load_tasks,
     sample_pairs,
@@ -256,7 +256,7 @@ def test_tower_tables_persist_in_the_cache_and_are_reused(tiny_berts, stsb_sampl
     first, second = towers
     cache = tmp_path / "embeddings"
     alone = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
-    assert len(list(cache.glob("*.npz"))) == 1
+    assert len(list(cache.glob("*/*.npz"))) == 1
     encoded_once = towers[first].encoded
     both = evaluate_models({"twin": WeightedTowers.twin(first, second)}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
     assert towers[first].encoded == encoded_once  # tower I came from the cache
@@ -264,7 +264,7 @@ def test_tower_tables_persist_in_the_cache_and_are_reused(tiny_berts, stsb_sampl
     uncached = evaluate_models({"I": [(first, 1.0)], "twin": WeightedTowers.twin(first, second)}, stsb_sample, towers.__getitem__, 16)
     assert uncached == {**alone, **both}
     other_settings = evaluate_models({"I": [(first, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "avg")
-    assert other_settings == alone and len(list(cache.glob("*.npz"))) == 3
+    assert other_settings == alone and len(list(cache.glob("*/*.npz"))) == 3
 
 
 @pytest.mark.parametrize("damage", ["truncated", "wrong_rows"])
@@ -273,7 +273,7 @@ def test_a_corrupt_embedding_table_is_named_discarded_and_recomputed(tiny_berts,
     (tower,) = towers
     cache = tmp_path / "embeddings"
     first = evaluate_models({"I": [(tower, 1.0)]}, stsb_sample, towers.__getitem__, 16, cache, "cls_before_pooler")
-    (stored,) = cache.glob("*.npz")
+    (stored,) = cache.glob("*/*.npz")
     if damage == "truncated":  # a killed copy, a full disk: np.load raises BadZipFile
         stored.write_bytes(stored.read_bytes()[:100])
     else:  # a well-formed file whose vectors do not match its sentences
@@ -317,8 +317,8 @@ def test_command_on_tiny_random_berts_gives_finite_scores(tiny_berts, tmp_path):
         (["--model", "MODEL", "--tasks", "STS99"], "unknown STS task 'STS99'"),
         (["--model", "MODEL", "--pooler", "max"], "--pooler=max is not a known pooler"),
         (["--model", "MODEL", "--senteval", "nowhere"], "SentEval data folder nowhere does not exist; run `dvc repro download`"),
-        (["--model", "MODEL", "--token-budget", "64"], "--token-budget 64 is not auto or a number of tokens of at least --max-length 128"),
-        (["--model", "MODEL", "--token-budget", "many"], "--token-budget many is not auto"),
+        (["--model", "MODEL", "--token-budget", "64"], "--token-budget=64 is less than --max-length=128: a batch must hold one sentence"),
+        (["--model", "MODEL", "--token-budget", "many"], "--token-budget='many' is not auto"),
     ],
 )
 def test_command_errors_are_one_line_with_exit_code_2(tiny_berts, tmp_path, args, message):

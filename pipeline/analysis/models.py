@@ -159,7 +159,7 @@ def _model_report(
 def analyze_models(
     models: Mapping[str, Sequence[tuple[str, float]]],
     pairs: Sequence[Any],
-    make_embedder,
+    store,
     scores: Mapping[str, float | None] | None = None,
     batch_size: int = 64,
     max_length: int = 128,
@@ -170,14 +170,14 @@ def analyze_models(
     """Every analysis for every named model (a weighted sum of tower folders) on scored pairs.
 
     `pairs` are STS-B test `ScoredPair`s (cosine densities, layer analyses); `align_pairs` the
-    STS-B pairs of alignment and uniformity (default: `pairs`). Their distinct sentences are
-    encoded once per distinct tower (`embed_sentences` with `make_embedder(tower)`, the evaluation
-    embedder, so the pooler is the evaluated one) and ensembles are weighted sums of tower tables
-    (`combine_tables`), as in `evaluate_models`. The layer analyses run once per distinct tower on
+    STS-B pairs of alignment and uniformity (default: `pairs`). Their embeddings are the towers'
+    rows of `store` (an `EmbeddingStore` with the evaluation embedder, so the pooler is the
+    evaluated one, and whatever `evaluate` already encoded is read, not encoded again) and ensembles
+    are weighted sums of tower tables (`combine_tables`), as in `evaluate_models`. The layer analyses run once per distinct tower on
     the sentences of `pairs`. `scores` gives each model's 7-STS average for η (None or absent: η
     is null with a note).
     """
-    from pipeline.evaluation.sts import combine_tables, embed_sentences
+    from pipeline.evaluation.sts import combine_tables
 
     scores = scores or {}
     inputs = _Inputs.of(pairs, pairs if align_pairs is None else align_pairs, seq_len)
@@ -187,7 +187,7 @@ def analyze_models(
     tables, layers = {}, {}
     for tower in towers:
         label = "/".join(Path(tower).parts[-2:])
-        tables[tower] = embed_sentences(make_embedder(tower), to_embed, batch_size, description=f"embed {label}")
+        tables[tower] = store.tower_table(tower, to_embed)
         layers[tower] = analyze_layers(
             tower, inputs.sentences, max_length, batch_size, device, description=f"layers {label}", seq_len=seq_len
         )

@@ -67,7 +67,7 @@ def _sts_pairs(params: Params) -> tuple[list, list]:
 
 def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineAnalysis:
     """Analyse every trained model of the pipeline and write the files of reports/analysis/."""
-    from pipeline.evaluation.embedder import HFEmbedder
+    from pipeline.evaluation.store import pipeline_store
     from pipeline.runtime import resolve_device
 
     device = resolve_device(params.device)
@@ -82,14 +82,12 @@ def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineA
     pairs, align_pairs = _sts_pairs(params)
     scores = {name: metrics_average(paths.metrics_file(name)) for name in models}
 
-    def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, evaluation.pooler, evaluation.max_length, evaluation.batch_size, params.device,
-                          token_budget=evaluation.token_budget)
-
+    store = pipeline_store(params)
     analysis = analyze_models(
-        models, pairs, make_embedder, scores, evaluation.batch_size, evaluation.max_length, device,
+        models, pairs, store, scores, evaluation.batch_size, evaluation.max_length, device,
         evaluation.cost_length, align_pairs,
     )
+    log.info("analyze: %s", store.counts.line())
     for name, probe in pipeline_norm_probe(params, models, device).items():
         analysis.reports[name]["norm_probe"] = probe
     norm_towers = write_outputs(analysis, models, folder)

@@ -18,17 +18,6 @@ from pipeline.errors import PipelineError
 log = logging.getLogger(__name__)
 
 
-class FixedBatches:
-    """The evaluator's previous path: an `HFEmbedder` without its `encode`, so `embed_sentences` hands it
-    `batch_size` length-sorted sentences per call, each batch tokenized apart and copied back on its own."""
-
-    def __init__(self, embedder):
-        self.embedder, self.token_lengths = embedder, embedder.token_lengths
-
-    def __call__(self, sentences: list[str]):
-        return self.embedder(sentences)
-
-
 class _TokenCounter:
     """An embedder that only counts the padded and real tokens a batching feeds the model. Its token
     lengths are the evaluator's own (`HFEmbedder.token_lengths`), so `embed_sentences` batches it alike."""
@@ -43,6 +32,14 @@ class _TokenCounter:
         self.real += sum(lengths)
         self.batches += 1
         return np.zeros((len(sentences), 1), dtype=np.float32)
+
+
+def fixed_batches(embedder, batch_size: int):
+    """The evaluator's previous path: `batch_size` sentences per call, sorted by the evaluator's own token
+    lengths (`HFEmbedder.token_lengths`), each batch tokenized apart and copied back on its own."""
+    from pipeline.evaluation.sts import FixedBatches
+
+    return FixedBatches(embedder, batch_size, embedder.token_lengths)
 
 
 def naive_embed(embedder, sentences: Sequence[str], batch_size: int) -> np.ndarray:
@@ -90,7 +87,7 @@ def _time_variants(embedder, stock, sentences: list[str], batch_size: int, input
     def kept(name: str, function: Callable[[], object]) -> Callable[[], None]:
         return lambda: outputs.__setitem__(name, function())
 
-    fixed = FixedBatches(embedder)
+    fixed = fixed_batches(embedder, batch_size)
     variants = {
         "evaluator": kept("evaluator", lambda: embed_sentences(embedder, sentences, batch_size, description="bench evaluator")),
         "evaluator_fixed_batches": kept("evaluator_fixed_batches", lambda: embed_sentences(
@@ -114,7 +111,7 @@ def _count_tokens(embedder, sentences: list[str], batch_size: int) -> dict:
         budgeted.padded += len(batch) * lengths[batch[0]]  # longest first
         budgeted.real += sum(lengths[position] for position in batch)
         budgeted.batches += 1
-    embed_sentences(fixed, sentences, batch_size, description="count tokens")
+    embed_sentences(fixed_batches(fixed, batch_size), sentences, batch_size, description="count tokens")
     naive_embed(naive, sentences, batch_size)
     return {"evaluator": budgeted, "evaluator_fixed_batches": fixed, "evaluator_stock_forward": budgeted, "naive": naive}
 

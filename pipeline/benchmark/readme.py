@@ -106,6 +106,12 @@ def _startup_row(startup: Mapping) -> str:
             f"the interpreter {startup['interpreter_s']:.2f} s |")
 
 
+def _pipeline_rows(pipeline: Mapping) -> list[str]:
+    stages = ", ".join(f"{name} {times['wall_s']:.0f} s" for name, times in pipeline["stages"].items())
+    return [f"| `dvc repro` of a fresh clone (commit {pipeline['commit'][:8]}; setup excluded), stage by stage (wall) | "
+            f"**{pipeline['total_wall_s'] / 60:.1f} min** wall, {pipeline['total_cpu_s'] / 60:.1f} CPU-min: {stages} |"]
+
+
 def render_readme_section(results: Mapping, source: str = "reports/bench.json") -> str:
     """The README block (markers included) for a benchmark's results: one table row per section."""
     rows = ["| what | figure |", "|---|---|"]
@@ -120,6 +126,8 @@ def render_readme_section(results: Mapping, source: str = "reports/bench.json") 
         rows.append(_translation_row(results["translation"]))
     if results.get("startup"):
         rows.append(_startup_row(results["startup"]))
+    if results.get("pipeline"):
+        rows += _pipeline_rows(results["pipeline"])
     return "\n".join([BEGIN, _intro(results, source), "", *rows, END])
 
 

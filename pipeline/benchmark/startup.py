@@ -11,11 +11,18 @@
 
 Each figure is the median over `repeats` processes. `import_top` lists the modules whose import
 takes longest (`python -X importtime`), so the next cut is visible in the file.
+
+`stages`: per stage command, what it imports before its first useful work: in a fresh process the
+command line (`stages.cli`) and every `pipeline` module the stage module imports (found in its
+source, lazily imported ones included), timed, with the heavy packages that came along
+(`HEAVY`). A package a stage does not use on its way to work is start-up waste (e.g. the evaluate
+stage loads transformers only when a tower lacks sentences in the embedding store).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import statistics
 import subprocess
@@ -98,7 +105,47 @@ def import_top(count: int = 8) -> list[dict]:
     return [{"module": name, "seconds": round(micros / 1e6, 3)} for micros, name in sorted(top_level, reverse=True)[:count]]
 
 
-def measure_startup(model: str, device: str, pooler: str, max_length: int, repeats: int = 3) -> dict:
+HEAVY = ("torch", "transformers", "mteb", "datasets", "scipy", "pandas", "matplotlib", "sklearn")
+
+
+def stage_modules(stage_file: Path) -> list[str]:
+    """The `pipeline` modules a stage module imports anywhere in its source (lazy imports included)."""
+    modules = []
+    for node in ast.walk(ast.parse(stage_file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "pipeline":
+            modules.append(node.module)
+        elif isinstance(node, ast.Import):
+            modules += [alias.name for alias in node.names if alias.name.split(".")[0] == "pipeline"]
+    return list(dict.fromkeys(modules))
+
+
+STAGE_PROBE = """
+import importlib, json, sys, time
+started = time.perf_counter()
+for module in ["stages.cli", *{modules!r}]:
+    importlib.import_module(module)
+print(json.dumps({{"seconds": time.perf_counter() - started,
+                  "heavy": [name for name in {heavy!r} if name in sys.modules]}}))
+"""
+
+
+def stage_imports(repeats: int = 1, only: list[str] | None = None) -> dict[str, dict]:
+    """{stage module: {"seconds": median import seconds, "heavy": heavy packages loaded, "modules"}}
+    for every stage module (or those named in `only`)."""
+    results = {}
+    for stage_file in sorted((_root() / "stages").glob("*.py")):
+        if stage_file.stem in ("__init__", "__main__", "cli", "common") or (only is not None and stage_file.stem not in only):
+            continue
+        modules = stage_modules(stage_file)
+        code = STAGE_PROBE.format(modules=modules, heavy=HEAVY)
+        runs = [json.loads(_run([sys.executable, "-c", code], f"imports of stages/{stage_file.name}").splitlines()[-1])
+                for _ in range(repeats)]
+        results[stage_file.stem] = {"seconds": round(statistics.median(run["seconds"] for run in runs), 3),
+                                    "heavy": runs[0]["heavy"], "modules": modules}
+    return results
+
+
+def measure_startup(model: str, device: str, pooler: str, max_length: int, repeats: int = 3, stages: bool = True) -> dict:
     """Median seconds of each start-up part over `repeats` fresh processes (see the module doc)."""
     model = str(Path(model).resolve()) if Path(model).is_dir() else str(model)  # the probes run from the repository root
     arguments = ["--probe", "--model", model, "--device", device, "--pooler", pooler, "--max-length", str(max_length)]
@@ -115,7 +162,8 @@ def measure_startup(model: str, device: str, pooler: str, max_length: int, repea
     }
     result = {key: round(value, 3) for key, value in result.items()}
     result["total_s"] = round(sum(result[key] for key in ("import_s", "cuda_init_s", "load_s", "first_call_s") if key in result), 3)
-    return {**result, "repeats": repeats, "probe_sentences": PROBE_SENTENCES, "import_top": import_top()}
+    record = {**result, "repeats": repeats, "probe_sentences": PROBE_SENTENCES, "import_top": import_top()}
+    return {**record, "stages": stage_imports(repeats)} if stages else record
 
 
 def bench_startup(inputs) -> dict:
@@ -123,7 +171,7 @@ def bench_startup(inputs) -> dict:
     settings = inputs.params.eval
     inputs.advance("bench startup")
     result = measure_startup(str(inputs.backbone), inputs.context.device.type, settings.pooler, settings.max_length,
-                             repeats=inputs.scale.eval_repeats)
+                             repeats=inputs.scale.eval_repeats, stages=inputs.scale.stage_imports)
     inputs.advance(done=1)
     return result
 
@@ -131,12 +179,15 @@ def bench_startup(inputs) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pipeline.benchmark.startup", description=__doc__.splitlines()[0])
     parser.add_argument("--probe", action="store_true", help="measure this process's start-up (one JSON line)")
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--model")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--pooler", default="cls_before_pooler")
     parser.add_argument("--max-length", type=int, default=128)
+    parser.add_argument("--stages", action="store_true", help="only the stages' imports (`stage_imports`)")
     args = parser.parse_args(argv)
-    if args.probe:
+    if args.stages:
+        print(json.dumps(stage_imports(), indent=2))
+    elif args.probe:
         print(json.dumps(probe(args.model, args.device, args.pooler, args.max_length)))
     else:
         print(json.dumps(measure_startup(args.model, args.device, args.pooler, args.max_length), indent=2))

@@ -8,6 +8,7 @@ ways out (a mirror, or a machine that reaches the source).
 from __future__ import annotations
 
 import importlib
+import re
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256
 PACKAGE_PREFIX = "package:"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+# owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
     "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",

@@ -8,23 +8,23 @@ released evaluation.py does (early SimCSE versions used `hidden_states[0]`, the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
+from pipeline.data.sources import HUB_ID
 from pipeline.errors import PipelineError
+from pipeline.evaluation.sts import Embedder
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
 from pipeline.runtime import resolve_device
+from pipeline.settings_rules import validate_token_budget
 
 # `token_budget: auto`: padded tokens per batch by device. Measured on 2 CPU cores (MiniLM, 840 STS
 # sentences): 1,024-2,048 tokens 1.45x the old fixed batches of 64, 16,384 0.53x (large activations
 # fall out of the caches); a GPU wants few large batches (launch overhead), hence 16,384 there.
 AUTO_TOKEN_BUDGET = {"cpu": 2048, "cuda": 16384}
 
-# owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 def resolve_model_source(model: str | Path) -> str:
@@ -65,7 +65,7 @@ def pad_batch(token_ids: Sequence[Sequence[int]], pad_id: int, left: bool = Fals
     return torch.from_numpy(input_ids), torch.from_numpy(mask)
 
 
-class HFEmbedder:
+class HFEmbedder(Embedder):
     """Pooled embeddings of a Hugging Face model, no gradients.
 
     `encode` (the evaluator's path) tokenizes all sentences at once, sorts them by length and runs
@@ -93,9 +93,8 @@ class HFEmbedder:
         self.encoder = self.encoder.to(self.device).eval()
         self.max_length = max_length
         self.batch_size = batch_size
-        self.token_budget = AUTO_TOKEN_BUDGET[self.device.type] if token_budget == "auto" else token_budget
-        if not isinstance(self.token_budget, int) or self.token_budget < 1:
-            raise PipelineError(f"token budget {token_budget!r} must be 'auto' or a whole number of tokens (1 or more)")
+        budget = validate_token_budget(token_budget, max_length, "token_budget", "max_length")
+        self.token_budget = AUTO_TOKEN_BUDGET[self.device.type] if budget == "auto" else budget
 
     def token_lengths(self, sentences: list[str]) -> list[int]:
         """Tokens per sentence as the model will see them (for length-sorted batches)."""
@@ -140,3 +139,4 @@ class HFEmbedder:
             order = torch.tensor([position for batch in batches for position in batch])
             # rows back into the sentences' order: row order[k] of the result is row k of the batches'
             return torch.cat(chunks)[self._to_device(torch.argsort(order))]
+

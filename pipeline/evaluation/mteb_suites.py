@@ -171,13 +171,13 @@ def task_scores(task_result: Any, metrics: Sequence[str]) -> dict[str, Any]:
 
 def model_key(towers: Sequence[tuple[str, float]], settings: str, items: int | None) -> str:
     """The cache folder of one model: its towers' weights and weights in the sum, the embedder settings."""
-    import mteb
+    from importlib.metadata import version  # not `import mteb`: a rerun that reads every task from the cache never loads it
 
-    from pipeline.evaluation.sts import tower_key
+    from pipeline.evaluation.store import tower_key
 
-    digest = hashlib.sha256(f"{settings}|{items}|mteb {mteb.__version__}".encode())
+    digest = hashlib.sha256(f"{settings}|{items}|mteb {version('mteb')}".encode())
     for tower, weight in towers:
-        digest.update(f"{tower_key(tower, [], settings)}*{weight}".encode())
+        digest.update(f"{tower_key(tower, settings)}*{weight}".encode())
     return digest.hexdigest()[:24]
 
 

@@ -1,7 +1,9 @@
-"""MTEB through the same `Embedder` as the STS evaluator.
+"""MTEB through the same embeddings as the STS evaluator.
 
-- `EmbedderEncoder`: an `Embedder` as an mteb encoder (mteb ≥ 2: `encode` receives a DataLoader
-  of batches with a "text" column); similarity is cosine, as in the SentEval protocol.
+- `EmbedderEncoder`: a function of sentences → rows as an mteb encoder (mteb ≥ 2: `encode` receives
+  a DataLoader of batches with a "text" column; the function gets all of one call's texts at once,
+  so the pipeline hands over `EmbeddingStore.model_rows`: every sentence encoded once per tower,
+  shared by every model, task and stage); similarity is cosine, as in the SentEval protocol.
 - `english_sts_tasks`: JTCSE's "3 Avg." tasks (STS17, STS22.v2, STSBenchmarkMultilingualSTS)
   restricted to their English subsets; these download from the Hugging Face hub.
 - `LocalSTSBenchmark`: STS-B test from the mirror's raw (cased, untokenized) files, the same
@@ -13,7 +15,7 @@ rank-based, so the rescaling does not change it. `run_mteb` reports it × 100 li
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,17 @@ from torch.utils.data import DataLoader
 
 from pipeline.data.readers import read_stsb
 from pipeline.errors import PipelineError
-from pipeline.evaluation.sts import Embedder, as_array
+from pipeline.evaluation.sts import as_array
+
+# sentences → their embeddings, row for row (a `BatchEmbedder`, or the store's `model_rows`)
+SentenceRows = Callable[[list[str]], "np.ndarray | torch.Tensor"]
 
 
 class EmbedderEncoder(AbsEncoder):
-    """An `Embedder` as an mteb encoder with cosine similarity."""
+    """Sentences → rows as an mteb encoder with cosine similarity."""
 
-    def __init__(self, embedder: Embedder, name: str = "local/embedder"):
-        self.model = embedder
+    def __init__(self, embed: SentenceRows, name: str = "local/embedder"):
+        self.embed = embed
         self.mteb_model_meta = ModelMeta.create_empty(
             overwrites={"name": name, "similarity_fn_name": ScoringFunction.COSINE}
         )
@@ -55,7 +60,7 @@ class EmbedderEncoder(AbsEncoder):
     ) -> np.ndarray:
         # Same sentences, same model input: no prompts or instructions (the papers' encoders use none).
         with torch.inference_mode():
-            return np.concatenate([as_array(self.model(list(batch["text"]))) for batch in inputs])
+            return as_array(self.embed([text for batch in inputs for text in batch["text"]]))
 
 
 def english_sts_tasks(names: Sequence[str]) -> list[mteb.AbsTask]:
@@ -121,9 +126,9 @@ def load_task_data(task: mteb.AbsTask) -> None:
         ) from None
 
 
-def task_runner(embedder: Embedder, batch_size: int = 64):
-    """A function that evaluates one loaded mteb task with `embedder` and returns its TaskResult."""
-    encoder = EmbedderEncoder(embedder)
+def task_runner(embed: SentenceRows, batch_size: int = 64):
+    """A function that evaluates one loaded mteb task with `embed` and returns its TaskResult."""
+    encoder = EmbedderEncoder(embed)
 
     def run(task: mteb.AbsTask):
         result = mteb.evaluate(encoder, [task], cache=None, encode_kwargs={"batch_size": batch_size}, show_progress_bar=False)
@@ -132,12 +137,12 @@ def task_runner(embedder: Embedder, batch_size: int = 64):
     return run
 
 
-def run_mteb(embedder: Embedder, tasks: Sequence[mteb.AbsTask], batch_size: int = 64) -> dict[str, float]:
+def run_mteb(embed: SentenceRows, tasks: Sequence[mteb.AbsTask], batch_size: int = 64) -> dict[str, float]:
     """Each task's mteb main score on its test split, × 100; nothing is cached on disk."""
     for task in tasks:
         load_task_data(task)
     result = mteb.evaluate(
-        EmbedderEncoder(embedder),
+        EmbedderEncoder(embed),
         list(tasks),
         cache=None,
         encode_kwargs={"batch_size": batch_size},

@@ -13,26 +13,22 @@ Standalone mode: one model folder or hub id, or the two towers of a twin, on a S
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from pipeline import paths
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
-from pipeline.evaluation.embedder import HFEmbedder
-from pipeline.evaluation.sts import Embedder, load_tasks, model_tables
+from pipeline.evaluation.store import EmbeddingStore, embedder_settings, model_tables
+from pipeline.evaluation.sts import load_tasks
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.runtime import resolve_device
 
-
-def ensemble_embedder(towers: WeightedTowers, make_embedder) -> Embedder:
-    """Σ_i w_i · tower_i(sentences): an ensemble as one Embedder (for MTEB)."""
-    members = [make_embedder(tower) for tower in towers.folders]
-
-    def embed(sentences: list[str]):
-        return towers.combine([embedder(sentences) for embedder in members])
-
-    return embed
+log = logging.getLogger(__name__)
 
 
 def mteb_suites(params: Params) -> list:
@@ -42,15 +38,20 @@ def mteb_suites(params: Params) -> list:
     return load_suites(params.eval.mteb.suite)
 
 
-def mteb_results(params: Params, suites: list, towers: WeightedTowers, make_embedder) -> dict:
-    """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/."""
+def mteb_results(params: Params, suites: list, towers: WeightedTowers, store: EmbeddingStore) -> dict:
+    """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/;
+    each task's sentences are the towers' rows from `store`, summed (`EmbeddingStore.model_rows`)."""
     from pipeline.evaluation.mteb_suites import CACHE_DIR, evaluate_suites, model_key
-    from pipeline.evaluation.mteb_tasks import task_runner
 
     settings = params.eval
     items = settings.mteb.local_items
-    cache = CACHE_DIR / model_key(towers, f"{settings.pooler}|{settings.max_length}", items)
-    runner = task_runner(ensemble_embedder(towers, make_embedder), settings.batch_size)
+    cache = CACHE_DIR / model_key(towers, store.settings, items)
+
+    def runner(task):
+        from pipeline.evaluation.mteb_tasks import task_runner  # mteb: only when a task is not in the result cache
+
+        return task_runner(lambda sentences: store.model_rows(towers, sentences), settings.batch_size)(task)
+
     raw_stsb = paths.ORIGINAL_BENCHMARKS / "STSBenchmark"
     return evaluate_suites(suites, runner, raw_stsb, items, cache)
 
@@ -74,34 +75,66 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     towers = pipeline_model(name, params)
     settings = params.eval
 
-    def make_embedder(tower: str) -> HFEmbedder:
-        return HFEmbedder(tower, settings.pooler, settings.max_length, settings.batch_size, params.device,
-                          token_budget=settings.token_budget)
+    from pipeline.evaluation.store import pipeline_store
 
+    store = pipeline_store(params)
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)
     suites = mteb_suites(params) if settings.mteb.enabled else []  # before any embedding work
-    table = model_tables(
-        {name: towers}, tasks, make_embedder, settings.batch_size, paths.EMBEDDINGS_CACHE,
-        embedder_settings=f"{settings.pooler}|{settings.max_length}|{settings.token_budget}",
-    )[name]
+    table = model_tables({name: towers}, tasks, store)[name]
     resamples = draw_resamples(tasks, settings.bootstrap, params.seed) if settings.bootstrap else None
     results, scores = scores_with_intervals(table, tasks, resamples)
     bootstrap = scores.record() if scores is not None else no_bootstrap_record(params.seed)
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
     mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
     if suites:
-        mteb["suites"] = mteb_results(params, suites, towers, make_embedder)
+        mteb["suites"] = mteb_results(params, suites, towers, store)
+    log.info("evaluate %s: %s", name, store.counts.line())
     return {**results, **about, "max_pairs": settings.max_pairs}, mteb, bootstrap
+
+
+@dataclass(frozen=True)
+class PipelineEvaluation:
+    """What `evaluate@<model>` wrote: the details scores, the MTEB results, and the files."""
+
+    results: dict
+    mteb: dict
+    headline: Path
+    mteb_file: Path
+
+
+def run_pipeline_evaluation(name: str, params: Params) -> PipelineEvaluation:
+    """Evaluate a model of the pipeline (`evaluate_pipeline_model`) and write its files: the details
+    (with the environment), the bootstrap scores, the provenance, the headline metrics, the MTEB results."""
+    from pipeline.environment import evaluation_environment, write_provenance
+    from pipeline.evaluation.sts import headline_scores
+    from pipeline.io import write_json_atomic
+
+    results, mteb, bootstrap = evaluate_pipeline_model(name, params)
+    write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", {**results, "environment": evaluation_environment(params)})
+    write_json_atomic(paths.METRICS_BOOTSTRAP / f"{name}.json", bootstrap)
+    write_provenance(f"evaluate-{name}")
+    headline = paths.metrics_file(name)
+    write_json_atomic(headline, headline_scores(results))
+    write_json_atomic(paths.MTEB / f"{name}.json", mteb)
+    return PipelineEvaluation(results, mteb, headline, paths.MTEB / f"{name}.json")
 
 
 def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
                         batch_size: int, max_length: int, device: str, token_budget: int | str = "auto",
                         seed: int = Params.model_fields["seed"].default, bootstrap: int = 0) -> dict:
     """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings); `seed`
-    draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals)."""
-    from pipeline.evaluation.embedder import resolve_model_source
+    draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals). Settings are named
+    by the evaluate command's options in errors."""
+    from pipeline.config import EvalSettings, describe_validation_error
+    from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.modeling.encoder import validate_pooler
+    from pipeline.settings_rules import validate_token_budget
 
+    token_budget = validate_token_budget(token_budget, max_length, "--token-budget", "--max-length")
+    try:
+        EvalSettings(bootstrap=bootstrap)
+    except ValidationError as error:
+        raise PipelineError(describe_validation_error(error, "--bootstrap").replace("bootstrap=", "--bootstrap ", 1)) from None
     resolve_device(device)
     if len(models) > 2:
         raise PipelineError(f"--model given {len(models)} times; give one model or the two towers of a twin")
@@ -114,5 +147,6 @@ def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pa
     def make_embedder(source: str) -> HFEmbedder:
         return HFEmbedder(source, pooler, max_length, batch_size, device, token_budget=token_budget)
 
-    table = model_tables({"model": towers}, sts_tasks, make_embedder, batch_size)["model"]
+    store = EmbeddingStore(None, embedder_settings(pooler, max_length), make_embedder, batch_size)
+    table = model_tables({"model": towers}, sts_tasks, store)["model"]
     return scores_with_intervals(table, sts_tasks, draw_resamples(sts_tasks, bootstrap, seed) if bootstrap else None)[0]

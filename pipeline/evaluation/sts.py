@@ -23,10 +23,10 @@ which is the level at which SentEval's own result changes with hardware or batch
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,12 +38,51 @@ from tqdm.auto import tqdm
 
 from pipeline.config import STS_TASKS
 from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
-from pipeline.io import CorruptEntry, atomic_path, read_cache_entry, sha256_of
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
 
-Embedder = Callable[[list[str]], torch.Tensor | np.ndarray]
+# One batch of sentences → their embeddings (training's dev scoring, a test's stand-in).
+BatchEmbedder = Callable[[list[str]], torch.Tensor | np.ndarray]
+
+
+class Embedder(ABC):
+    """Sentences → embeddings, row i for sentence i: the embedder batches them itself."""
+
+    @abstractmethod
+    def encode(self, sentences: Sequence[str], progress: Callable[[int], object] | None = None) -> torch.Tensor | np.ndarray:
+        """Every sentence's embedding in order; `progress(n)` after each batch of n sentences."""
+
+
+@dataclass
+class FixedBatches(Embedder):
+    """A `BatchEmbedder` called on `batch_size` sentences at a time, longest first (a batch that does
+    not fit in memory fails at once), ties by text: lengths by `token_lengths` when given, else characters."""
+
+    embed_batch: BatchEmbedder
+    batch_size: int = 64
+    token_lengths: Callable[[list[str]], list[int]] | None = None
+
+    def encode(self, sentences: Sequence[str], progress: Callable[[int], object] | None = None) -> np.ndarray:
+        sentences = list(sentences)
+        lengths = self.token_lengths(sentences) if self.token_lengths is not None else [len(s) for s in sentences]
+        order = sorted(range(len(sentences)), key=lambda position: (-lengths[position], sentences[position]))
+        chunks = []
+        for start in range(0, len(order), self.batch_size):
+            batch = [sentences[position] for position in order[start : start + self.batch_size]]
+            chunks.append(as_array(self.embed_batch(batch)))
+            if progress is not None:
+                progress(len(batch))
+        if not chunks:
+            return np.zeros((0, 0), np.float32)
+        vectors = np.empty((len(sentences), chunks[0].shape[1]), np.float32)
+        vectors[order] = np.concatenate(chunks)
+        return vectors
+
+
+def as_embedder(embedder: Embedder | BatchEmbedder, batch_size: int = 64) -> Embedder:
+    """An `Embedder` as it is; a `BatchEmbedder` in `FixedBatches` of `batch_size`."""
+    return embedder if isinstance(embedder, Embedder) else FixedBatches(embedder, batch_size)
 
 SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg."}
 
@@ -127,43 +166,20 @@ def as_array(embeddings: torch.Tensor | np.ndarray) -> np.ndarray:
 
 
 def embed_sentences(
-    embedder: Embedder, sentences: Sequence[str], batch_size: int = 64, description: str = "embed"
+    embedder: Embedder | BatchEmbedder, sentences: Sequence[str], batch_size: int = 64, description: str = "embed"
 ) -> EmbeddingTable:
-    """Encode each unique sentence once, in batches of similar length, without gradients.
-
-    An embedder with an `encode` method (`HFEmbedder`) batches the sentences itself (by token
-    budget) and returns them in order; any other is called on `batch_size` sentences at a time,
-    sorted by length: the token count when it can tell it (`token_lengths`), else characters.
-    """
+    """Encode each unique sentence once, without gradients: an `Embedder` batches them itself (an
+    `HFEmbedder` by token budget), a `BatchEmbedder` gets `FixedBatches` of `batch_size`."""
     distinct = sorted(set(sentences))
     started = time.perf_counter()
     with torch.inference_mode(), tqdm(total=len(distinct), desc=description, unit="sent") as progress:
-        if hasattr(embedder, "encode"):
-            table = EmbeddingTable({sentence: row for row, sentence in enumerate(distinct)},
-                                   as_array(embedder.encode(distinct, progress.update)))
-        else:
-            table = _embed_in_fixed_batches(embedder, distinct, batch_size, progress.update)
+        vectors = as_array(as_embedder(embedder, batch_size).encode(distinct, progress.update))
     seconds = time.perf_counter() - started
     log.info(
         "%s: embedded %d unique sentences in %.1f s (%.0f sentences/s)",
         description, len(distinct), seconds, len(distinct) / max(seconds, 1e-9),
     )
-    return table
-
-
-def _embed_in_fixed_batches(embedder: Embedder, distinct: list[str], batch_size: int,
-                            progress: Callable[[int], object]) -> EmbeddingTable:
-    """`batch_size` sentences per call, longest first (a batch that does not fit in memory fails at
-    once), ties by text for a fixed order."""
-    count_tokens = getattr(embedder, "token_lengths", None)
-    lengths = dict(zip(distinct, count_tokens(distinct) if count_tokens else map(len, distinct)))
-    unique = sorted(distinct, key=lambda s: (-lengths[s], s))
-    chunks = []
-    for start in range(0, len(unique), batch_size):
-        batch = unique[start : start + batch_size]
-        chunks.append(as_array(embedder(batch)))
-        progress(len(batch))
-    return EmbeddingTable({sentence: row for row, sentence in enumerate(unique)}, np.concatenate(chunks))
+    return EmbeddingTable({sentence: row for row, sentence in enumerate(distinct)}, vectors)
 
 
 def combine_tables(tables: Mapping[str, EmbeddingTable], towers: WeightedTowers | Sequence[tuple[str, float]]) -> EmbeddingTable:
@@ -234,86 +250,10 @@ def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:
     return results
 
 
-def evaluate_embedder(embedder: Embedder, tasks: Sequence[StsTask], batch_size: int = 64, description: str = "embed") -> dict:
+def evaluate_embedder(embedder: Embedder | BatchEmbedder, tasks: Sequence[StsTask], batch_size: int = 64,
+                      description: str = "embed") -> dict:
     """Scores of one encoder (e.g. the STS-B dev score during training)."""
     return score_tasks(embed_sentences(embedder, task_sentences(tasks), batch_size, description), tasks)
-
-
-def _read_table(path: Path) -> EmbeddingTable:
-    with np.load(path, allow_pickle=False) as stored:
-        sentences, vectors = stored["sentences"].tolist(), stored["vectors"]
-    if vectors.ndim != 2 or len(sentences) != len(vectors) or not np.isfinite(vectors).all():
-        raise CorruptEntry(f"{len(sentences)} sentences for vectors of shape {vectors.shape}, or non-finite vectors")
-    return EmbeddingTable({sentence: row for row, sentence in enumerate(sentences)}, vectors)
-
-
-def _cached_table(cache_dir: Path, key: str, compute: Callable[[], EmbeddingTable]) -> EmbeddingTable:
-    """An embedding table stored under its content key, so stages that share a tower encode it once."""
-    path = cache_dir / f"{key}.npz"
-    stored = read_cache_entry(path, _read_table, "embedding cache")
-    if stored is not None:
-        return stored
-    table = compute()
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as temporary:
-        with temporary.open("wb") as handle:  # np.savez on a path would append ".npz"
-            np.savez(handle, sentences=np.array(list(table.index)), vectors=table.vectors)
-    return table
-
-
-def tower_key(tower: str, sentences: Sequence[str], settings: str) -> str:
-    """Content key of a tower's embeddings: its weights (or hub id), the sentences and the embedder settings."""
-    digest = hashlib.sha256(settings.encode())
-    weights = sorted(Path(tower).rglob("*.safetensors")) if Path(tower).is_dir() else []
-    for path in weights:
-        digest.update(sha256_of(path).encode())
-    if not weights:
-        digest.update(tower.encode())
-    digest.update("\n".join(sorted(set(sentences))).encode())
-    return digest.hexdigest()[:32]
-
-
-def model_tables(
-    models: Mapping[str, WeightedTowers],
-    tasks: Sequence[StsTask],
-    make_embedder: Callable[[str], Embedder],
-    batch_size: int = 64,
-    cache_dir: Path | None = None,
-    embedder_settings: str = "",
-) -> dict[str, EmbeddingTable]:
-    """Each named model's embedding table of the tasks' sentences; every distinct tower is encoded
-    once and shared by the models using it.
-
-    With `cache_dir`, tower tables persist there under `tower_key` (`embedder_settings` names the
-    pooler, length, ... that shape them), so separate runs or stages reuse them too.
-    """
-    sentences = task_sentences(tasks)
-    towers = dict.fromkeys(tower for members in models.values() for tower, _ in members)
-
-    def table_of(tower: str) -> EmbeddingTable:
-        def compute() -> EmbeddingTable:
-            return embed_sentences(make_embedder(tower), sentences, batch_size, description="/".join(Path(tower).parts[-2:]))
-
-        if cache_dir is None:
-            return compute()
-        return _cached_table(cache_dir, tower_key(tower, sentences, embedder_settings), compute)
-
-    tables = {tower: table_of(tower) for tower in towers}
-    return {name: combine_tables(tables, members) for name, members in models.items()}
-
-
-def evaluate_models(
-    models: Mapping[str, WeightedTowers],
-    tasks: Sequence[StsTask],
-    make_embedder: Callable[[str], Embedder],
-    batch_size: int = 64,
-    cache_dir: Path | None = None,
-    embedder_settings: str = "",
-) -> dict[str, dict]:
-    """Scores of each named model: `score_tasks` on its `model_tables` table (intervals:
-    pipeline.evaluation.bootstrap.scores_with_intervals on the same tables)."""
-    tables = model_tables(models, tasks, make_embedder, batch_size, cache_dir, embedder_settings)
-    return {name: score_tasks(table, tasks) for name, table in tables.items()}
 
 
 def format_table(results: Mapping[str, object]) -> str:
