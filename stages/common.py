@@ -6,6 +6,7 @@ import functools
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -35,17 +36,24 @@ def stage_params(path: Path) -> Params:
 
 
 def stage(function: Callable) -> Callable:
-    """Wrap a stage command: a PipelineError becomes one line on stderr and exit code 2."""
+    """Wrap a stage command: a PipelineError becomes one line on stderr and exit code 2; a finished
+    stage prints its wall time and peak memory (the rehearsal's per-stage record, README)."""
 
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        started = time.perf_counter()
         try:
             with params_unchanged_while_running():
-                return function(*args, **kwargs)
+                result = function(*args, **kwargs)
         except PipelineError as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(EXIT_USER_ERROR) from None
+        from pipeline.runtime import peak_rss_mb
+
+        typer.echo(f"[{function.__module__.rsplit('.', 1)[-1]}] stage took {time.perf_counter() - started:.1f} s, "
+                   f"peak RSS {peak_rss_mb():.0f} MiB")
+        return result
 
     return wrapper
 

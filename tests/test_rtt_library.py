@@ -8,7 +8,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from pipeline.benchmark.loopback import LoopbackGoogle, loopback_translation
+from pipeline.rtt.loopback import LoopbackGoogle, loopback_translation
 from pipeline.benchmark.translation import benchmark_translation
 from pipeline.config import RttSettings
 from pipeline.errors import PipelineError

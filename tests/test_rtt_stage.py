@@ -15,7 +15,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from pipeline.benchmark.loopback import LoopbackGoogle, loopback_translation
+from pipeline.rtt.loopback import LoopbackGoogle, loopback_translation
 from pipeline.rtt import ApertiumBackend
 from pipeline.rtt.cache import chunk_digest
 from stages import rtt
