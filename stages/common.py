@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ def stage(function: Callable) -> Callable:
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per HEAD/GET of every hub file buried the stage's own
         started = time.perf_counter()
         try:
             with params_unchanged_while_running():
@@ -51,8 +53,9 @@ def stage(function: Callable) -> Callable:
             raise typer.Exit(EXIT_USER_ERROR) from None
         from pipeline.runtime import peak_rss_mb
 
-        typer.echo(f"[{function.__module__.rsplit('.', 1)[-1]}] stage took {time.perf_counter() - started:.1f} s, "
-                   f"peak RSS {peak_rss_mb():.0f} MiB")
+        usage = resource.getrusage(resource.RUSAGE_SELF)  # CPU seconds: on a shared machine, wall time says little
+        typer.echo(f"[{function.__module__.rsplit('.', 1)[-1]}] stage took {time.perf_counter() - started:.1f} s "
+                   f"({usage.ru_utime + usage.ru_stime:.0f} CPU s), peak RSS {peak_rss_mb():.0f} MiB")
         return result
 
     return wrapper
@@ -70,11 +73,18 @@ def tower_settings(params: Params, tower: str):
     return params.towers[tower]
 
 
+def _speed(steps_per_second: float) -> str:
+    """Steps/s, or s/step below one step a second (a CPU at the paper's shapes printed "0.00 steps/s")."""
+    if steps_per_second <= 0:
+        return "no step timed"
+    return f"{steps_per_second:.2f} steps/s" if steps_per_second >= 1 else f"{1 / steps_per_second:.1f} s/step"
+
+
 def training_line(result, examples: int) -> str:
     """The summary of a training stage: steps, loss, dev score, speed and memory."""
     resumed = f", resumed at step {result.resumed_from}" if result.resumed_from is not None else ""
     best = f"best STS-B dev {result.best_dev:.2f} at step {result.best_step}" if result.best_dev is not None else "no dev score"
     return (
         f"{result.steps} steps on {examples} examples{resumed}, final loss {result.final_loss:.4f}, {best}, "
-        f"{result.steps_per_second:.2f} steps/s, peak memory {result.peak_memory_mb:.0f} MB"
+        f"{_speed(result.steps_per_second)}, peak memory {result.peak_memory_mb:.0f} MB"
     )

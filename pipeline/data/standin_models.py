@@ -57,14 +57,20 @@ def _wordpiece_tokenizer(folder: Path) -> None:
 
 def _byte_level_bpe_tokenizer(folder: Path, corpus: Path, vocab_size: int, max_length: int) -> None:
     from tokenizers import ByteLevelBPETokenizer
-    from transformers import RobertaTokenizerFast
+    from tokenizers.processors import RobertaProcessing
+    from transformers import PreTrainedTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
     bpe.train([str(corpus)], vocab_size=vocab_size, min_frequency=2, special_tokens=ROBERTA_SPECIAL_TOKENS, show_progress=False)
-    bpe.save_model(str(folder))  # vocab.json, merges.txt
-    tokenizer = RobertaTokenizerFast(vocab_file=str(folder / "vocab.json"), merges_file=str(folder / "merges.txt"),
-                                     model_max_length=max_length)
+    bpe.post_processor = RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")))
+    # Wrapped as is: transformers' RobertaTokenizer(vocab_file, merges_file) rebuilds the vocabulary
+    # and, in transformers 5, numbers the special tokens past it.
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer, model_max_length=max_length, bos_token="<s>", eos_token="</s>", cls_token="<s>",
+        sep_token="</s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
+    )
     tokenizer.save_pretrained(folder)
+    bpe.save_model(str(folder))  # vocab.json and merges.txt, as roberta-base publishes them
 
 
 def build_standin(source: str, folder: Path, corpus: Path, seed: int) -> None:
