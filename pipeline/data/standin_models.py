@@ -58,14 +58,14 @@ def _wordpiece_tokenizer(folder: Path) -> None:
 def _byte_level_bpe_tokenizer(folder: Path, corpus: Path, vocab_size: int, max_length: int) -> None:
     from tokenizers import ByteLevelBPETokenizer
     from tokenizers.processors import RobertaProcessing
-    from transformers import PreTrainedTokenizerFast
+    from transformers import RobertaTokenizer
 
     bpe = ByteLevelBPETokenizer()
     bpe.train([str(corpus)], vocab_size=vocab_size, min_frequency=2, special_tokens=ROBERTA_SPECIAL_TOKENS, show_progress=False)
     bpe.post_processor = RobertaProcessing(("</s>", bpe.token_to_id("</s>")), ("<s>", bpe.token_to_id("<s>")))
-    # Wrapped as is: transformers' RobertaTokenizer(vocab_file, merges_file) rebuilds the vocabulary
-    # and, in transformers 5, numbers the special tokens past it.
-    tokenizer = PreTrainedTokenizerFast(
+    # The trained tokenizer wrapped as is: RobertaTokenizer(vocab_file, merges_file) in transformers 5
+    # numbers the special tokens past the vocabulary (<s> = 2 instead of 0).
+    tokenizer = RobertaTokenizer(
         tokenizer_object=bpe._tokenizer, model_max_length=max_length, bos_token="<s>", eos_token="</s>", cls_token="<s>",
         sep_token="</s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
     )
