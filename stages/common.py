@@ -43,7 +43,7 @@ def stage(function: Callable) -> Callable:
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per HEAD/GET of every hub file buried the stage's own
+        logging.getLogger("httpx2").setLevel(logging.WARNING)  # huggingface_hub's client: a line per HEAD/GET of every hub file
         started = time.perf_counter()
         try:
             with params_unchanged_while_running():
