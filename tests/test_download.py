@@ -240,3 +240,20 @@ def test_standin_hub_needs_a_mirror_and_standin_checkpoints(tiny_params_dict):
     tiny_params_dict["data"].update(hub_endpoint="standin", mirror=None)
     with pytest.raises(PipelineError, match="data.hub_endpoint=standin serves only the backbones; set data.mirror"):
         parse_params(tiny_params_dict)
+
+
+def test_standin_models_of_one_architecture_get_different_weights(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from pipeline.data import standin_models
+
+    shrink = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    monkeypatch.setattr(standin_models, "STANDINS", {
+        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
+        for source, arch in standin_models.STANDINS.items()
+    })
+    for source in ("bert-base-uncased", "ffgcc/InfoCSE-bert-base"):
+        standin_models.build_standin(source, tmp_path / source.replace("/", "--"), tmp_path / "unused.txt", seed=42)
+    backbone = load_file(tmp_path / "bert-base-uncased" / "model.safetensors")
+    uc = load_file(tmp_path / "ffgcc--InfoCSE-bert-base" / "model.safetensors")
+    assert not backbone["embeddings.word_embeddings.weight"].equal(uc["embeddings.word_embeddings.weight"])

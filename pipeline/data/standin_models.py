@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -86,7 +87,9 @@ def build_standin(source: str, folder: Path, corpus: Path, seed: int) -> None:
     config_class = BertConfig if architecture.model_type == "bert" else RobertaConfig
     config = config_class(**architecture.config)
     folder.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(seed)
+    # seeded per id: BERT-base and InfoCSE-bert-base share a configuration, and identical weights would
+    # let the UC partner hit the backbone's embedding cache instead of being evaluated
+    torch.manual_seed(seed + zlib.crc32(source.encode()))
     model = AutoModel.from_config(config)  # random weights, the architecture's own initialisation
     model.save_pretrained(folder, safe_serialization=True)
     if architecture.model_type == "bert":
