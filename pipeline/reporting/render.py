@@ -287,7 +287,8 @@ def reproduction(
     elif scale == "rehearsal":
         scale_text = (
             f"**REHEARSAL, NOT A RESULT** (the paper preset of {backbone} offline, conf/scale/rehearsal.yaml: random "
-            "weights, loopback round trips, a few steps per stage): no claim is compared."
+            "weights, loopback round trips, a few steps per stage): value claims are not compared; the order and "
+            "trend verdicts below only prove the path, random weights decide them."
         )
     else:
         scale_text = (
