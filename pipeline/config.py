@@ -36,6 +36,7 @@ from pipeline.settings_rules import (
     validate_gaussian,
     validate_hub_endpoint,
     validate_loss_names,
+    validate_standin_hub,
     validate_precision,
     validate_towers,
     validate_token_budget,
@@ -71,7 +72,10 @@ class DataSettings(Section):
     )
     senteval_repo_id: str = "princeton-nlp/datasets-for-simcse"
     senteval_filename: str = "senteval.tar"
-    hub_endpoint: str | None = Field(None, description="Hugging Face hub URL; null = HF_ENDPOINT or the public hub")
+    hub_endpoint: str | None = Field(
+        None, description="Hugging Face hub URL; null = HF_ENDPOINT or the public hub; standin = the backbones built "
+        "offline (real configurations, random weights) and served by a loopback hub in the download stage (rehearsal)",
+    )
 
 
 class BackboneSettings(Section):
@@ -98,7 +102,10 @@ class RttSettings(Section):
     max_chars: int = Field(4500, ge=100, description="characters per packed request")
     max_failed_fraction: float = Field(0.01, ge=0, le=1)
     timeout_seconds: float = Field(30.0, gt=0)
-    endpoint: str | None = Field(None, description="google backend base URL; null = deep-translator's default")
+    endpoint: str | None = Field(
+        None, description="google backend base URL; null = deep-translator's default; standin = the loopback stand-in "
+        "started by the rtt stage (rehearsal: tagged copies, not translations)",
+    )
 
 
 class GaussianNegativesSettings(Section):
@@ -309,6 +316,7 @@ class Params(Section):
         validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
         validate_loss_names(self.train.losses)
         validate_hub_endpoint(self.data.hub_endpoint)
+        validate_standin_hub(self.data.hub_endpoint, self.data.mirror, self.checkpoints.source)
         for key, gaussian in (("pretrain.gaussian", self.pretrain.gaussian), ("train.gaussian", self.train.gaussian)):
             if gaussian.enabled:
                 validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, key)

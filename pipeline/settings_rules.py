@@ -15,7 +15,7 @@ from pipeline.errors import PipelineError
 from pipeline.models import MODEL_NAMES, STUDENTS, evaluated_model_folders
 
 # ---- allowed values ---------------------------------------------------------------------------
-SCALES = ("tiny", "small", "paper")
+SCALES = ("tiny", "small", "paper", "rehearsal")
 DEVICES = ("auto", "cpu", "cuda")
 STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
 SICK_SPLITS = ("train", "trial", "test")
@@ -154,15 +154,20 @@ def validate_precision(precision: str, device_type: str, key: str, device_settin
     return precision
 
 
+# data.hub_endpoint's value that makes the download stage build the backbones offline and serve
+# them from a loopback hub in its own process (the rehearsal preset, `pipeline.data.standin_models`)
+STANDIN_HUB = "standin"
+
+
 def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") -> str | None:
-    """A hub URL with its scheme and host (http(s)://host[:port]), or None for HF_ENDPOINT / the public hub:
-    without a scheme every download stage would fail deep in the HTTP client."""
-    if endpoint is None:
-        return None
+    """A hub URL with its scheme and host (http(s)://host[:port]), None for HF_ENDPOINT / the public hub,
+    or `standin`: without a scheme every download stage would fail deep in the HTTP client."""
+    if endpoint is None or endpoint == STANDIN_HUB:
+        return endpoint
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PipelineError(
-            f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}) or null"
+            f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}), standin or null"
         )
     return endpoint
 
@@ -183,3 +188,14 @@ def validate_evaluated_models(models: Mapping[str, Mapping[str, str]], teachers:
             raise PipelineError(
                 f"{key}.{name} is distilled from '{STUDENTS[name]}', which is not in distill.teachers; add it or drop {name}"
             )
+
+
+def validate_standin_hub(endpoint: str | None, mirror: str | None, checkpoint_source: str) -> None:
+    """The stand-in hub serves the backbones only: the corpus and benchmarks must come from a mirror,
+    and the checkpoints stage's hub rows cannot be scored through it."""
+    if endpoint != STANDIN_HUB:
+        return
+    if mirror is None:
+        raise PipelineError("data.hub_endpoint=standin serves only the backbones; set data.mirror to a local mirror folder")
+    if checkpoint_source == "hub":
+        raise PipelineError("data.hub_endpoint=standin serves no public checkpoint; set checkpoints.source: standin")

@@ -7,7 +7,9 @@ import functools
 import inspect
 import logging
 import os
+import resource
 import sys
+import time
 from pathlib import Path
 from collections.abc import Callable, Iterator
 
@@ -39,7 +41,8 @@ def stage_params(path: Path) -> Params:
 def stage(function: Callable) -> Callable:
     """Wrap a stage command, which takes its settings file as `params: Path = ParamsOption`: a
     PipelineError becomes one line on stderr and exit code 2, and so does a settings file that
-    changed while the stage ran (`params_unchanged_while_running`)."""
+    changed while the stage ran (`params_unchanged_while_running`); a finished stage prints its wall
+    time, CPU seconds and peak memory (the rehearsal's per-stage record, README)."""
     signature = inspect.signature(function)
     assert "params" in signature.parameters, f"stage command {function.__name__} takes no `params` file"
 
@@ -47,8 +50,15 @@ def stage(function: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         call = signature.bind(*args, **kwargs)
         call.apply_defaults()
+        started = time.perf_counter()
         with one_line_errors(), params_unchanged_while_running(call.arguments["params"]):
-            return function(*args, **kwargs)
+            result = function(*args, **kwargs)
+        from pipeline.runtime import peak_rss_mb
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)  # CPU seconds: on a shared machine, wall time says little
+        typer.echo(f"[{function.__module__.rsplit('.', 1)[-1]}] stage took {time.perf_counter() - started:.1f} s "
+                   f"({usage.ru_utime + usage.ru_stime:.0f} CPU s), peak RSS {peak_rss_mb():.0f} MiB")
+        return result
 
     return wrapper
 
@@ -57,6 +67,7 @@ def stage(function: Callable) -> Callable:
 def one_line_errors() -> Iterator[None]:
     """Log to stderr; a PipelineError inside becomes one line `error: …` on stderr and exit code 2."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # huggingface_hub's client: a line per HEAD/GET of every hub file
     try:
         yield
     except PipelineError as error:
@@ -69,6 +80,13 @@ def summary(stage_name: str, text: str) -> None:
     typer.echo(f"[{stage_name}] {text}")
 
 
+def _speed(steps_per_second: float) -> str:
+    """Steps/s, or s/step below one step a second (a CPU at the paper's shapes printed "0.00 steps/s")."""
+    if steps_per_second <= 0:
+        return "no step timed"
+    return f"{steps_per_second:.2f} steps/s" if steps_per_second >= 1 else f"{1 / steps_per_second:.1f} s/step"
+
+
 def training_line(done) -> str:
     """The summary of a training stage (a `pipeline.training.jobs.Trained`): the method where the
     stage has several, steps, loss, dev score, speed and memory."""
@@ -78,5 +96,5 @@ def training_line(done) -> str:
     method = f"{done.method}: " if done.method else ""
     return (
         f"{method}{result.steps} steps on {done.examples} examples{resumed}, final loss {result.final_loss:.4f}, {best}, "
-        f"{result.steps_per_second:.2f} steps/s, peak memory {result.peak_memory_mb:.0f} MB"
+        f"{_speed(result.steps_per_second)}, peak memory {result.peak_memory_mb:.0f} MB"
     )

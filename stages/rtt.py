@@ -19,15 +19,15 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
     # here, not at the top: the translation clients (requests, bs4) would slow every stage's start-up
     from pipeline import paths
     from pipeline.errors import PipelineError
-    from pipeline.rtt import make_translator
+    from pipeline.rtt import translator_for
     from pipeline.rtt.tower import translate_tower
 
     settings = stage_params(params)
     if tower not in settings.towers:
         raise PipelineError(f"unknown tower '{tower}'; the towers in {params} are: {', '.join(settings.towers)}")
     pivot, rtt = settings.towers[tower].lang, settings.rtt
-    translator = make_translator(rtt)
-    result = translate_tower(tower, settings, translator)
+    with translator_for(rtt) as translator:
+        result = translate_tower(tower, settings, translator)
     misaligned = f", {result.misaligned_chunks} misaligned chunks asked again in halves" if result.misaligned_chunks else ""
     summary(
         NAME,

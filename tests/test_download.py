@@ -200,3 +200,60 @@ def test_a_hub_backbone_without_safetensors_is_refused_and_nothing_is_written(tm
     with hub_standin(files) as (endpoint, _), pytest.raises(PipelineError, match="no model.safetensors.*backbone.revision"):
         fetch_backbone("test/old", tmp_path / "backbone", "main", endpoint)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_standin_hub_serves_the_papers_architectures_built_offline(tmp_path, tiny_params_dict, monkeypatch, caplog):
+    """data.hub_endpoint: standin (the rehearsal): the backbone and UC partner are built offline with
+    their architecture's configuration and an offline tokenizer, and fetched through a loopback hub."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from pipeline.data import standin_models
+
+    shrink = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    monkeypatch.setattr(standin_models, "STANDINS", {  # the registry's ids and tokenizers, shrunken layers
+        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
+        for source, arch in standin_models.STANDINS.items()
+    })
+    tiny_params_dict["data"].update(hub_endpoint="standin", wiki={"limit": 300})
+    tiny_params_dict["backbone"].update(name="roberta", source="roberta-base", uc_source="ffgcc/InfoCSE-bert-base", num_layers=2)
+    with caplog.at_level("WARNING"):
+        download(parse_params(tiny_params_dict), tmp_path)
+    assert "serving roberta-base, ffgcc/InfoCSE-bert-base from a loopback hub" in caplog.text
+
+    roberta, uc = AutoConfig.from_pretrained(tmp_path / "backbone"), AutoConfig.from_pretrained(tmp_path / "uc")
+    assert (roberta.model_type, roberta.vocab_size, roberta.max_position_embeddings, roberta.pad_token_id) == ("roberta", 50265, 514, 1)
+    assert (uc.model_type, uc.vocab_size) == ("bert", 30522)
+    roberta_ids = AutoTokenizer.from_pretrained(tmp_path / "backbone")("a test")["input_ids"]
+    assert roberta_ids[0] == 0 and roberta_ids[-1] == 2  # <s> … </s>, RoBERTa's special ids
+    assert AutoTokenizer.from_pretrained(tmp_path / "uc")("a test")["input_ids"] == [101, 1037, 3231, 102]  # bert-base-uncased's
+
+
+def test_standin_architectures_are_the_published_ones():
+    from pipeline.data.standin_models import STANDINS
+
+    for source in ("bert-base-uncased", "ffgcc/InfoCSE-bert-base", "roberta-base"):
+        config = STANDINS[source].config
+        assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"], config["intermediate_size"]) == (768, 12, 12, 3072)
+
+
+def test_standin_hub_needs_a_mirror_and_standin_checkpoints(tiny_params_dict):
+    tiny_params_dict["data"].update(hub_endpoint="standin", mirror=None)
+    with pytest.raises(PipelineError, match="data.hub_endpoint=standin serves only the backbones; set data.mirror"):
+        parse_params(tiny_params_dict)
+
+
+def test_standin_models_of_one_architecture_get_different_weights(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from pipeline.data import standin_models
+
+    shrink = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    monkeypatch.setattr(standin_models, "STANDINS", {
+        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
+        for source, arch in standin_models.STANDINS.items()
+    })
+    for source in ("bert-base-uncased", "ffgcc/InfoCSE-bert-base"):
+        standin_models.build_standin(source, tmp_path / source.replace("/", "--"), tmp_path / "unused.txt", seed=42)
+    backbone = load_file(tmp_path / "bert-base-uncased" / "model.safetensors")
+    uc = load_file(tmp_path / "ffgcc--InfoCSE-bert-base" / "model.safetensors")
+    assert not backbone["embeddings.word_embeddings.weight"].equal(uc["embeddings.word_embeddings.weight"])

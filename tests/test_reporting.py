@@ -445,3 +445,11 @@ def test_transcribed_averages_are_the_means_of_their_rows():
 def test_small_scale_tables_say_they_are_not_paper_scale():
     table = build_table(TABLES, "tncse-sts-bert", source_with({}, baseline_params() | {"scale": "small"}))
     assert table.scale_line.startswith("SMALL SCALE, NOT A PAPER-SCALE RESULT: minilm stands in for BERT-base")
+
+
+def test_rehearsal_tables_say_rehearsal_in_their_first_line_and_queue_the_rehearsal():
+    params = baseline_params() | {"scale": "rehearsal"}
+    params["backbone"] = params["backbone"] | {"name": "bert", "num_layers": 12}
+    table = build_table(TABLES, "jtcse-sts-roberta", source_with({"joint": metrics(70.0)}, params))
+    assert markdown(table).splitlines()[0].startswith("**REHEARSAL, NOT A RESULT: the paper preset of RoBERTa-base offline")
+    assert row_of(table, "JTCSE").command == "dvc exp run --queue -S scale=rehearsal -S backbone=roberta -S train.cael=6"

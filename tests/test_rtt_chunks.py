@@ -9,9 +9,9 @@ import zlib
 
 import pytest
 
-from pipeline.benchmark.loopback import LoopbackGoogle
 from pipeline.config import RttSettings
 from pipeline.rtt import TranslationCache, make_translator, normalize, round_trip
+from pipeline.rtt.loopback import LoopbackGoogle
 from pipeline.rtt.roundtrip import corpus_chunks
 from pipeline.rtt.translator import TransientError, Translator
 

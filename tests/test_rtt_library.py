@@ -8,11 +8,11 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from pipeline.benchmark.loopback import LoopbackGoogle, loopback_translation
 from pipeline.benchmark.translation import benchmark_translation
 from pipeline.config import RttSettings
 from pipeline.errors import PipelineError
 from pipeline.rtt import ApertiumBackend, Leg, TranslationCache, make_translator, normalize, pack, round_trip
+from pipeline.rtt.loopback import LoopbackGoogle, loopback_translation
 
 
 @pytest.fixture(scope="module")
@@ -271,3 +271,14 @@ def test_apertium_chunk_size_per_pair():
     backend = ApertiumBackend()
     assert backend.request_limit("en", "es") == backend.request_limit("es", "en") == 64_000
     assert backend.request_limit("en", "ca") == backend.request_limit("ca", "en") == 16_000
+
+
+def test_standin_endpoint_translates_through_the_loopback_under_its_own_cache_name():
+    from pipeline.rtt import make_translator, translator_for
+
+    settings = google_settings("standin")
+    with translator_for(settings) as translator:
+        assert translator.name == "google-standin"  # never cached as Google's answers
+        assert translator.translate("a test", "en", "fr") == loopback_translation("a test", "fr")
+    with pytest.raises(PipelineError, match="rtt.endpoint=standin"):
+        make_translator(settings)

@@ -15,9 +15,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from pipeline.benchmark.loopback import LoopbackGoogle, loopback_translation
 from pipeline.rtt import ApertiumBackend
 from pipeline.rtt.cache import chunk_digest
+from pipeline.rtt.loopback import LoopbackGoogle, loopback_translation
 from stages import rtt
 
 from conftest import REPO_ROOT

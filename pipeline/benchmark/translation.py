@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.benchmark.inputs import BenchInputs
-from pipeline.benchmark.loopback import LoopbackGoogle
+from pipeline.rtt.loopback import LoopbackGoogle
 from pipeline.benchmark.timing import summarize
 from pipeline.config import RttSettings
 from pipeline.errors import PipelineError

@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 import shutil
 import tarfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
+from typing import Iterator
 
 from pipeline.config import Params
 from pipeline.data.readers import read_sick
@@ -24,6 +26,7 @@ from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline import paths
 from pipeline.paths import setting_path
+from pipeline.settings_rules import STANDIN_HUB
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +101,29 @@ def build_corpus(wiki: list[str], sick: list[str]) -> list[str]:
     return list(dict.fromkeys(wiki + sick))
 
 
+@contextmanager
+def _backbone_hub(params: Params, corpus: Path, raw: Path) -> Iterator[str | None]:
+    """The hub the backbones come from: `data.hub_endpoint`, or with `standin` (the rehearsal) a
+    loopback hub in this process serving the stand-ins of `pipeline.data.standin_models`."""
+    if params.data.hub_endpoint != STANDIN_HUB:
+        yield params.data.hub_endpoint
+        return
+    from pipeline.data.hub_standin import hub_standin, model_files
+    from pipeline.data.standin_models import build_standin
+
+    revision = params.backbone.revision
+    with scratch_directory(raw) as scratch:
+        files = {}
+        for source in dict.fromkeys([params.backbone.source, params.backbone.uc_source]):
+            folder = scratch / source.replace("/", "--")
+            build_standin(source, folder, corpus, params.seed)
+            files |= model_files(source, folder, revision)
+        with hub_standin(files) as (endpoint, _):
+            log.warning("data.hub_endpoint=standin: serving %s from a loopback hub at %s", ", ".join(dict.fromkeys(
+                [params.backbone.source, params.backbone.uc_source])), endpoint)
+            yield endpoint
+
+
 def download(params: Params, data_root: Path = paths.DATA) -> DownloadSummary:
     """Fetch everything into the layout of `pipeline.paths`, under `data_root` instead of data/ when given."""
 
@@ -131,9 +157,9 @@ def download(params: Params, data_root: Path = paths.DATA) -> DownloadSummary:
     corpus = build_corpus(wiki, sick)
     write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
 
-    endpoint = params.data.hub_endpoint
-    fetch_backbone(params.backbone.source, at(paths.BACKBONE), params.backbone.revision, endpoint)
-    fetch_backbone(params.backbone.uc_source, at(paths.UC), params.backbone.revision, endpoint)
+    with _backbone_hub(params, at(paths.CORPUS), raw) as endpoint:
+        fetch_backbone(params.backbone.source, at(paths.BACKBONE), params.backbone.revision, endpoint)
+        fetch_backbone(params.backbone.uc_source, at(paths.UC), params.backbone.revision, endpoint)
     return DownloadSummary(
         wiki_sentences=len(wiki),
         sick_sentences=len(set(sick)),

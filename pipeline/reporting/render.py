@@ -284,6 +284,12 @@ def reproduction(
     backbone = params["backbone"]["name"]
     if scale == "paper":
         scale_text = f"**Paper scale** ({backbone} in the workspace; claims on the other backbone read its experiments)."
+    elif scale == "rehearsal":
+        scale_text = (
+            f"**REHEARSAL, NOT A RESULT** (the paper preset of {backbone} offline, conf/scale/rehearsal.yaml: random "
+            "weights, loopback round trips, a few steps per stage): value claims are not compared; the order and "
+            "trend verdicts below only prove the path, random weights decide them."
+        )
     else:
         scale_text = (
             f"**{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT** ({backbone} stands in for BERT-base and RoBERTa-base): "

@@ -31,6 +31,8 @@ from pipeline.reporting.runs import (
 from pipeline.reporting.spec import ANALYSIS_PREFIX, RowSpec, TablesFile, TableSpec, split_override
 
 BACKBONE_NAMES = {"bert": "BERT-base", "roberta": "RoBERTa-base"}
+# Scales whose rows follow the tables' own backbone (BERT-base / RoBERTa-base), not a stand-in
+PAPER_SHAPED = ("paper", "rehearsal")
 # Backbone presets that already are trained sentence embedders, which the papers' BERT/RoBERTa are not
 TRAINED_EMBEDDERS = {"minilm": "all-MiniLM-L6-v2"}
 
@@ -156,6 +158,12 @@ def scale_line(spec: TableSpec, params: dict[str, Any]) -> str:
             f"{params['data']['wiki']['limit']} Wiki1M lines, {params['train']['max_steps']} twin training steps, "
             f"at most {params['eval']['max_pairs']} pairs per benchmark.{trained}"
         )
+    if params["scale"] == "rehearsal":
+        return (
+            f"REHEARSAL, NOT A RESULT: the paper preset of {BACKBONE_NAMES[spec.backbone]} offline (conf/scale/rehearsal.yaml): "
+            f"random weights, offline tokenizers, loopback round trips (tagged copies, not translations), "
+            f"{params['train']['max_steps']} twin training steps, at most {params['eval']['max_pairs']} pairs per benchmark."
+        )
     if params["scale"] == "small":
         return (
             f"SMALL SCALE, NOT A PAPER-SCALE RESULT: {backbone} stands in for {BACKBONE_NAMES[spec.backbone]}, "
@@ -170,13 +178,13 @@ def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) 
     keeps at the workspace's value unless it overrides them)."""
     workspace = source.workspace
     scale = workspace.params["scale"]
-    backbone = spec.backbone if scale == "paper" else workspace.params["backbone"]["name"]
+    backbone = spec.backbone if scale in PAPER_SHAPED else workspace.params["backbone"]["name"]
     context = [requirement(f"scale={scale}", workspace.params), requirement(f"backbone={backbone}", workspace.params)]
     result = Row(row.label, dict(row.paper))
     overrides = list(spec.overrides)
     if row.experiment:
         overrides += row.experiment.overrides
-        if workspace.params["scale"] == "paper":
+        if workspace.params["scale"] in PAPER_SHAPED:
             overrides += row.experiment.paper_overrides
     changed = [requirement(override, workspace.params) for override in overrides]
     changed_keys = {wanted.key for wanted in changed}

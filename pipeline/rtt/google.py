@@ -46,7 +46,8 @@ def _root_cause(error: BaseException) -> str:
 class GoogleBackend(Translator):
     name = "google"
 
-    def __init__(self, endpoint: str | None = None, timeout_seconds: float = 30.0, max_chars: int = 4500):
+    def __init__(self, endpoint: str | None = None, timeout_seconds: float = 30.0, max_chars: int = 4500, name: str = "google"):
+        self.name = name  # the translation cache's key: the loopback stand-in's answers are never Google's
         self.endpoint = endpoint or DEFAULT_ENDPOINT
         self.request_chars = min(max_chars, MAX_REQUEST_CHARS)
         deep_translator.google.requests = _RequestsWithTimeout(timeout_seconds)

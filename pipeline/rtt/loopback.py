@@ -1,7 +1,8 @@
 """A stand-in for Google Translate's web endpoint on 127.0.0.1.
 
-Only the tests and the benchmark's translation section (`pipeline.benchmark.translation`) use it:
-no stage translates through it, which is why it lives here and not in `pipeline.rtt`.
+The tests and the benchmark's translation section (`pipeline.benchmark.translation`) use it, and
+the rtt stage translates through it when `rtt.endpoint: standin` (the rehearsal preset,
+conf/scale/rehearsal.yaml): the same protocol and client code as the papers' Google, offline.
 
 It answers `GET /m?sl=…&tl=…&q=…` the way translate.google.com/m answers deep-translator: an
 HTML page whose `<div class="result-container">` holds the translation. Its "translation" is
