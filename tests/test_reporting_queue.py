@@ -37,6 +37,19 @@ def fake_dvc(status: str, logs: dict[str, tuple[int, str, str]]):
     return run, calls
 
 
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / ".dvc").mkdir()
+    return tmp_path
+
+
+def test_outside_a_dvc_project_there_is_no_queue_and_dvc_is_not_asked(tmp_path):
+    def run(command):
+        raise AssertionError(f"ran {command}")
+
+    assert failed_experiments(run, tmp_path) == []
+
+
 def test_the_status_table_is_read_by_its_columns_blank_names_included():
     assert parse_queue_status(STATUS) == [
         QueueTask("3550d20", "massy-fuss", "Running"), QueueTask("1914655", "cheek-oast", "Queued"),
@@ -46,9 +59,9 @@ def test_the_status_table_is_read_by_its_columns_blank_names_included():
     assert parse_queue_status("No experiment tasks in the queue.\n\nWorker status: 0 active, 0 idle\n") == []
 
 
-def test_a_failed_experiment_without_a_log_is_named_with_the_command_that_removes_it():
+def test_a_failed_experiment_without_a_log_is_named_with_the_command_that_removes_it(project):
     run, calls = fake_dvc(STATUS, {"b62df65": (255, "", NO_LOG), "1e7798f": (0, "error: pretrain-I: loss is nan\n", "")})
-    failed = failed_experiments(run)
+    failed = failed_experiments(run, project)
     assert [(item.task.task, item.has_log) for item in failed] == [("b62df65", False), ("1e7798f", True)]
     assert [command[3] for command in calls[1:]] == ["b62df65", "1e7798f"]  # only the failed ones' logs are read
     lost, with_log = (item.line() for item in failed)
@@ -56,14 +69,14 @@ def test_a_failed_experiment_without_a_log_is_named_with_the_command_that_remove
     assert "`dvc queue logs 1e7798f`" in with_log and "(gouty-loss)" in with_log
 
 
-def test_an_empty_log_counts_as_no_log():
+def test_an_empty_log_counts_as_no_log(project):
     run, _ = fake_dvc(STATUS, {"b62df65": (0, "  \n", ""), "1e7798f": (0, "", "")})
-    assert [item.has_log for item in failed_experiments(run)] == [False, False]
+    assert [item.has_log for item in failed_experiments(run, project)] == [False, False]
 
 
-def test_dvc_queue_status_failing_is_one_line():
+def test_dvc_queue_status_failing_is_one_line(project):
     def run(command):
         return subprocess.CompletedProcess(command, 255, "", "ERROR: you are not inside of a DVC repository\n")
 
     with pytest.raises(PipelineError, match="`dvc queue status` failed: ERROR: you are not inside"):
-        failed_experiments(run)
+        failed_experiments(run, project)

@@ -16,6 +16,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline.errors import PipelineError
 
@@ -76,8 +77,11 @@ def _run(command: list[str]) -> subprocess.CompletedProcess:
         raise PipelineError(f"`{' '.join(command)}` took longer than {DVC_TIMEOUT_SECONDS} s") from None
 
 
-def failed_experiments(run: Run = _run) -> list[FailedTask]:
-    """Every Failed task of the queue, and whether DVC kept its output log."""
+def failed_experiments(run: Run = _run, project: Path = Path(".")) -> list[FailedTask]:
+    """Every Failed task of the queue, and whether DVC kept its output log; none outside a DVC
+    project (`project` has no .dvc folder), which has no queue."""
+    if not (project / ".dvc").is_dir():
+        return []
     status = run(["dvc", "queue", "status"])
     if status.returncode:
         reason = next((line for line in status.stderr.splitlines() if line.strip()), f"exit {status.returncode}")
