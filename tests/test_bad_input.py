@@ -287,7 +287,7 @@ def test_evaluate_device_gpu_exits_2(project, tmp_path):
 def test_device_cuda_is_checked_when_embeddings_are_cached(project):
     first = run_stage(project, "evaluate", "--name", "backbone")  # fills the embedding cache
     assert first.returncode == 0, first.stderr[-3000:]
-    assert list((project / "data" / "cache" / "embeddings").glob("*.npz"))
+    assert list((project / "data" / "cache" / "embeddings").glob("*/*.npz"))  # <tower key>/<shard>.npz
     metrics = project / "reports" / "metrics" / "backbone.json"
     assert "NaN" not in metrics.read_text()
     line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone", "--params",

@@ -169,7 +169,7 @@ class EmbeddingStore:
         state = self._towers[tower]
         if state.folder is not None and state.folder.is_dir():  # shards another process added meanwhile
             for path in sorted(state.folder.glob("*.npz")):
-                if path.name not in state.sentences:
+                if path.name not in state.sentences and not is_temporary(path):
                     sentences = read_cache_entry(path, _read_sentences, "embedding store shard")
                     if sentences is not None:
                         state.add(path.name, sentences)
@@ -301,30 +301,52 @@ def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
                           settings.batch_size)
 
 
+def is_temporary(path: Path) -> bool:
+    """A writer's file in flight (`pipeline.io.atomic_path` names it with a leading dot): never read,
+    never pruned — a reader that took it for a corrupt shard would delete it under its writer."""
+    return path.name.startswith(".")
+
+
+def _stored_files(root: Path, pattern: str) -> list[tuple[Path, os.stat_result]]:
+    """The files under `root` matching `pattern`, with their stat, oldest modification first. Not the
+    temporaries of writers in flight (dot names, `pipeline.io.atomic_path`), nor a file another process
+    renamed or pruned between listing and stat."""
+    found = []
+    for path in Path(root).glob(pattern):
+        if is_temporary(path):
+            continue
+        try:
+            status = path.stat()
+        except FileNotFoundError:
+            continue
+        if path.is_file():
+            found.append((path, status))
+    return sorted(found, key=lambda item: item[1].st_mtime_ns)
+
+
 def store_size(root: Path) -> int:
-    return sum(path.stat().st_size for path in Path(root).rglob("*") if path.is_file())
+    return sum(status.st_size for _, status in _stored_files(root, "**/*"))
 
 
 def prune(root: Path, max_bytes: int, keep: Iterable[Path] = ()) -> list[Path]:
     """Delete least recently used shards (by modification time, which a read refreshes) until the
-    store under `root` holds at most `max_bytes`; never those in `keep`. Files of older cache
-    layouts directly under `root` go first. Tower folders stay (a writer may be about to fill one).
-    Returns the deleted paths."""
+    store under `root` holds at most `max_bytes`; never those in `keep`, nor another writer's temporary.
+    Files of older cache layouts directly under `root` go first. Tower folders stay (a writer may be
+    about to fill one). Returns the deleted paths."""
     root, kept = Path(root), {Path(path).resolve() for path in keep}
     if not root.is_dir():
         return []
-    stray = [path for path in root.iterdir() if path.is_file()]
-    shards = sorted(root.glob("*/*.npz"), key=lambda path: path.stat().st_mtime_ns)
+    stray = _stored_files(root, "*")
+    shards = _stored_files(root, "*/*.npz")
     total = store_size(root)
     deleted = []
-    for path in stray + shards:
+    for path, status in stray + shards:
         if total <= max_bytes:
             break
         if path.resolve() in kept:
             continue
-        size = path.stat().st_size
         path.unlink(missing_ok=True)
-        total -= size
+        total -= status.st_size
         deleted.append(path)
     if deleted:
         log.info("embedding store %s: pruned %d files, %.1f MiB left", root, len(deleted), total / 2**20)
