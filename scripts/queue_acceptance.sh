@@ -49,7 +49,7 @@ for index in 0 1 2; do  # one by one, what the override changes computed again: 
 done
 echo "the same 3 one by one: $(( $(date +%s) - started )) s wall"
 
-dvc exp show --json > "$work/experiments.json"
+dvc exp show -A --json > "$work/experiments.json"  # -A: every commit's experiments, whatever HEAD is now
 python - "$work/experiments.json" <<'PY'
 import json, subprocess, sys
 
