@@ -44,13 +44,15 @@ RUN_OUTPUTS = ("reports/", "dvc.lock")
 
 @dataclass(frozen=True)
 class Compute:
-    """How a stage computed: its precision, torch.compile as resolved, the DDP world and the rows
-    each device takes per micro-batch (None where batches are made by a token budget)."""
+    """How a stage computed: its precision, torch.compile as resolved, the DDP world, the rows
+    each device takes per micro-batch (None where batches are made by a token budget) and whether
+    layer activations were recomputed in the backward (activation checkpointing)."""
 
     precision: str
     compiled: bool
     world_size: int
     per_device_batch: int | None
+    activation_checkpointing: bool = False
 
 
 def training_compute(settings: OptimSettings, context: RunContext, compiled: bool) -> Compute:
@@ -58,7 +60,7 @@ def training_compute(settings: OptimSettings, context: RunContext, compiled: boo
     (`pipeline.training.batching`: rank r takes rows r, r + world, ...; the first ranks take one more row
     when it does not divide)."""
     per_device = -(-settings.batch_size // context.world_size)
-    return Compute(context.precision, compiled, context.world_size, per_device)
+    return Compute(context.precision, compiled, context.world_size, per_device, settings.activation_checkpointing)
 
 
 # The evaluate stage embeds in fp32, uncompiled, in one process, in batches of a token budget.
@@ -93,6 +95,18 @@ def gpu_record(device: torch.device) -> dict | None:
     return {"model": torch.cuda.get_device_name(device), "count": torch.cuda.device_count()}
 
 
+def cpu_record() -> dict:
+    """The CPU model and the vector instruction set torch's kernels dispatch to (AVX2, AVX512, ...):
+    CPU kernels and MKL pick their code path by it, so two CPUs of other capabilities train other last
+    bits of the weights (a reproduction made on another CPU kind differs in its hashes, not its science)."""
+    model = platform.processor() or None
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        model = names[0] if names else model
+    return {"model": model, "capability": torch.backends.cpu.get_cpu_capability()}
+
+
 def environment_record(device: torch.device, params: Params, data_files: Sequence[Path], compute: Compute) -> dict:
     """Where and how a result was made (the "environment" of a training or evaluation record).
 
@@ -102,6 +116,7 @@ def environment_record(device: torch.device, params: Params, data_files: Sequenc
     return {
         "device": device.type,
         "gpu": gpu_record(device),
+        "cpu": cpu_record(),
         "versions": package_versions(),
         # the `threads` setting as applied (apply_threads): another count, other weights
         "threads": torch.get_num_threads(),
@@ -109,6 +124,7 @@ def environment_record(device: torch.device, params: Params, data_files: Sequenc
         "compile": "on" if compute.compiled else "off",
         "world_size": compute.world_size,
         "per_device_batch": compute.per_device_batch,
+        "activation_checkpointing": "on" if compute.activation_checkpointing else "off",
         "data_sha256": {path.as_posix(): sha256_of(path) if path.is_file() else None for path in map(Path, data_files)},
         "sick_splits": list(params.data.sick_splits) if params.data.add_sick else [],
     }

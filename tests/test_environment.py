@@ -31,8 +31,8 @@ from pipeline.training.loop import training_step
 from conftest import MIRROR, REPO_ROOT
 from tiny_models import save_tiny_bert
 
-RECORD_KEYS = {"device", "gpu", "versions", "threads", "precision", "compile", "world_size", "per_device_batch", "data_sha256",
-               "sick_splits"}
+RECORD_KEYS = {"device", "gpu", "cpu", "versions", "threads", "precision", "compile", "world_size", "per_device_batch",
+               "activation_checkpointing", "data_sha256", "sick_splits"}
 VERSION_KEYS = {"python", "torch", "transformers", "tokenizers", "dvc", "cuda", "cudnn"}
 CPU = torch.device("cpu")
 
@@ -59,6 +59,8 @@ def test_the_record_holds_every_field_from_the_runtime(tiny_params_dict, data_fi
     assert versions["cuda"] == torch.version.cuda
     assert (record["device"], record["gpu"]) == ("cpu", None)
     assert (record["precision"], record["compile"], record["world_size"], record["per_device_batch"]) == ("fp32", "off", 1, 16)
+    assert record["activation_checkpointing"] == "off"
+    assert record["cpu"]["capability"] == torch.backends.cpu.get_cpu_capability() and record["cpu"]["model"]
     hashes = record["data_sha256"]
     for path in data_files:
         assert hashes[path.as_posix()] == hashlib.sha256(path.read_bytes()).hexdigest()

@@ -34,6 +34,7 @@ from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import (
     EncoderOutput,
     SentenceEncoder,
+    checkpoint_activations,
     last_layer_cls,
     layer_cls,
     layer_forward,
@@ -62,6 +63,7 @@ __all__ = [
     "TwinEncoder",
     "TwinOutput",
     "cael_layers",
+    "checkpoint_activations",
     "count_layernorms",
     "cross_layer_cls",
     "drop_layernorms",

@@ -109,6 +109,18 @@ def load_backbone(path: str | Path, dropout: float | None = None, **options) -> 
     return model
 
 
+def checkpoint_activations(model: nn.Module) -> int:
+    """Activation checkpointing on every backbone inside `model` (a tower, a twin's two, a student):
+    each encoder layer keeps only its input and recomputes the rest in the backward. Transformers
+    checkpoints the layer's `forward`, so the twin's layer-by-layer calls are covered; torch's
+    non-reentrant checkpoint replays the saved RNG state, so dropout draws the same masks and the
+    losses and gradients are those of the plain run. Returns how many backbones it set."""
+    backbones = [module for module in model.modules() if isinstance(module, PreTrainedModel)]
+    for backbone in backbones:
+        backbone.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    return len(backbones)
+
+
 def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mean over the non-padding tokens: (B, T, d), (B, T) -> (B, d)."""
     weights = attention_mask.unsqueeze(-1).to(hidden.dtype)

@@ -46,6 +46,7 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, write_text_atomic
+from pipeline.modeling import checkpoint_activations
 from pipeline.runtime import RunContext, peak_memory_mb, seed_everything
 from pipeline.training.batching import Batch, TokenizedExamples, batch_loader, epoch_batches, steps_per_epoch, to_device
 from pipeline.training.contract import TrainingTask
@@ -261,8 +262,10 @@ class _Run:
 
 
 def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext):
-    """The model on its device (compiled, DDP-wrapped where set), AdamW and the schedule."""
+    """The model on its device (activation-checkpointed, compiled, DDP-wrapped where set), AdamW and the schedule."""
     model = task.model.to(context.device)
+    if settings.activation_checkpointing:
+        checkpoint_activations(model)
     if use_compile(settings.compile, context.device):
         model.compile()  # in place: the forward is compiled, names and state dict stay as they are
     optimizer = make_optimizer(model, lr, settings.weight_decay, context.device)
