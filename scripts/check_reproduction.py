@@ -6,7 +6,9 @@ difference starts), with the params that differ from the committed ones (e.g. `t
 thread count that decides the last bits of trained weights). Every number in reports/metrics/*.json
 and reports/metrics/details/*.json (the headline and every score) must also be within --tolerance
 points of the committed value; the largest metric difference is printed either way, so a run on
-another CPU that moved only last bits says by how much. Exits 1 on any difference.
+another CPU that moved only last bits says by how much, and where anything differs the machine facts
+of the environment record that differ (CPU model and vector ISA, threads, GPU) are printed first.
+Exits 1 on any difference.
 
 One exception to byte identity: the outputs of stages dvc.yaml marks `always_changed` (the report)
 are views of the git history as well as of the pipeline (their rows may come from the commits and
@@ -121,6 +123,21 @@ def compare_metrics(expected: dict, actual: dict, tolerance: float) -> tuple[lis
     return problems, largest
 
 
+ENVIRONMENT_RECORD = "reports/training/details/pretrain-I.json"  # every record holds the environment; the first stage's
+
+
+def machine_differences(root: Path, ref: str) -> list[str]:
+    """What of the machine (CPU model and vector ISA, threads, GPU) differs between the committed run's
+    environment record and this run's: a likely reason why trained weights differ in their last bits."""
+    current = root / ENVIRONMENT_RECORD
+    if not current.is_file() or ENVIRONMENT_RECORD not in committed_paths(root, ref):
+        return []
+    then = json.loads(committed(root, ref, ENVIRONMENT_RECORD)).get("environment", {})
+    now = json.loads(current.read_text(encoding="utf-8")).get("environment", {})
+    return [f"{key}: {now.get(key)!r} here vs {then.get(key, 'not recorded')!r} in the committed run"
+            for key in ("cpu", "threads", "gpu") if now.get(key) != then.get(key, "not recorded")]
+
+
 def check(root: Path, ref: str, tolerance: float) -> int:
     expected_lock = committed(root, ref, "dvc.lock")
     actual_lock = (root / "dvc.lock").read_text(encoding="utf-8")
@@ -156,6 +173,9 @@ def check(root: Path, ref: str, tolerance: float) -> int:
     print(f"outputs compared: {sum(stage not in skipped for stage, _ in outputs)} (not by hash: the outputs of "
           f"{', '.join(unhashed) or 'no stage'}, which also read the git history); metrics files compared: {len(metric_files)}")
     print(f"largest metric difference: {largest[0]:.3g} ({largest[1] or 'none'}); tolerance {tolerance}")
+    if problems:
+        for difference in machine_differences(root, ref):
+            print(f"machine differs: {difference} (CPU kernels and MKL choose their code by the CPU: other last bits)")
     for problem in problems:
         print(f"not reproduced: {problem}")
     print("reproduced the committed results" if not problems else f"{len(problems)} differences from {ref}")

@@ -130,3 +130,21 @@ def test_the_history_dependent_report_is_compared_by_its_numbers_not_its_hash(pr
     result = check(project)
     assert result.returncode == 1
     assert "reports/claims.json" in result.stdout
+
+
+def test_a_run_on_another_cpu_names_the_machine_before_the_differences(project):
+    record = project / "reports" / "training" / "details" / "pretrain-I.json"
+    record.parent.mkdir(parents=True)
+    environment = {"cpu": {"model": "Intel(R) Xeon(R) Processor", "capability": "AVX2"}, "threads": 2, "gpu": None}
+    record.write_text(json.dumps({"environment": environment}))
+    git(project, "add", ".")
+    git(project, "-c", "user.name=ci", "-c", "user.email=ci@example.org", "commit", "-qm", "record")
+    assert "machine differs" not in check(project).stdout  # same machine, nothing differs: no note
+    record.write_text(json.dumps({"environment": {**environment, "cpu": {"model": "AMD EPYC", "capability": "AVX512"}}}))
+    edit_lock(project, lambda stages: stages["pretrain@I"]["outs"][0].update(md5="zzz.dir"))
+    result = check(project)
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    machine = next(index for index, line in enumerate(lines) if line.startswith("machine differs: cpu:"))
+    assert "'AVX512'" in lines[machine] and "'AVX2'" in lines[machine] and "threads" not in result.stdout
+    assert machine < next(index for index, line in enumerate(lines) if line.startswith("not reproduced:"))
