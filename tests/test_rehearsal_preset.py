@@ -13,7 +13,7 @@ REHEARSAL_OVERRIDES = {
     "scale",
     "data.mirror", "data.wiki.limit", "data.hub_endpoint",
     "rtt.endpoint",
-    "pretrain.precision", "pretrain.activation_checkpointing", "train.activation_checkpointing",
+    "pretrain.precision", "train.activation_checkpointing",
     "pretrain.max_steps", "train.max_steps", "distill.teachers.joint.max_steps", "distill.teachers.uc.max_steps",
     "eval.max_pairs", "analysis.align_data",
     "checkpoints.source",
