@@ -30,7 +30,9 @@ from pathlib import Path
 
 import yaml
 
-METRICS_DIR = "reports/metrics"
+from pipeline import paths
+
+METRICS_DIR = paths.METRICS.as_posix()
 HISTORY_METRICS = ("reports/claims.json",)  # numbers of the history-dependent stage, compared with the metrics
 
 
@@ -123,7 +125,7 @@ def compare_metrics(expected: dict, actual: dict, tolerance: float) -> tuple[lis
     return problems, largest
 
 
-ENVIRONMENT_RECORD = "reports/training/details/pretrain-I.json"  # every record holds the environment; the first stage's
+ENVIRONMENT_RECORD = (paths.TRAINING_DETAILS / "pretrain-I.json").as_posix()  # every record holds the environment; the first stage's
 
 
 def machine_differences(root: Path, ref: str) -> list[str]:
