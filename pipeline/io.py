@@ -69,6 +69,13 @@ def _temporary_name(destination: Path) -> Path:
     return parent / f".{tag}"
 
 
+def is_temporary(path: Path) -> bool:
+    """A writer's file in flight beside its destination (`_temporary_name` hides it with a leading dot):
+    readers and pruners of a folder skip it, or they would take it for a broken entry and delete it
+    under its writer."""
+    return Path(path).name.startswith(".")
+
+
 def _current_umask() -> int:
     """The process's umask, read without setting it (os.umask would change it for other threads meanwhile)."""
     status = Path("/proc/self/status")

@@ -43,7 +43,7 @@ from pipeline.data.sources import CONFIG_FILE, TOKENIZER_FILES
 from pipeline.evaluation.sts import (
     BatchEmbedder, Embedder, EmbeddingTable, StsTask, combine_tables, embed_sentences, score_tasks, task_sentences,
 )
-from pipeline.io import CorruptEntry, atomic_path, read_cache_entry, sha256_of, write_json_atomic
+from pipeline.io import CorruptEntry, atomic_path, is_temporary, read_cache_entry, sha256_of, write_json_atomic
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -299,12 +299,6 @@ def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
 
     return EmbeddingStore(paths.EMBEDDINGS_CACHE, embedder_settings(pooler, settings.max_length), make_embedder,
                           settings.batch_size)
-
-
-def is_temporary(path: Path) -> bool:
-    """A writer's file in flight (`pipeline.io.atomic_path` names it with a leading dot): never read,
-    never pruned — a reader that took it for a corrupt shard would delete it under its writer."""
-    return path.name.startswith(".")
 
 
 def _stored_files(root: Path, pattern: str) -> list[tuple[Path, os.stat_result]]:
