@@ -20,6 +20,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import re
 import socket
 import subprocess
 from collections.abc import Sequence
@@ -95,16 +96,31 @@ def gpu_record(device: torch.device) -> dict | None:
     return {"model": torch.cuda.get_device_name(device), "count": torch.cuda.device_count()}
 
 
+# The CPU features that choose a kernel's code path (torch's dispatch, MKL's and oneDNN's): two CPUs that
+# print the same model name (a virtual machine's "Intel(R) Xeon(R) Processor") may differ in these.
+KERNEL_FEATURES = re.compile(r"^(avx\w*|fma\w*|f16c|amx\w*|sse4\w*)$")
+
+
 def cpu_record() -> dict:
-    """The CPU model and the vector instruction set torch's kernels dispatch to (AVX2, AVX512, ...):
-    CPU kernels and MKL pick their code path by it, so two CPUs of other capabilities train other last
-    bits of the weights (a reproduction made on another CPU kind differs in its hashes, not its science)."""
-    model = platform.processor() or None
+    """The CPU model, its microarchitecture (vendor, family, model, stepping), the vector features kernels
+    choose their code path by, and the instruction set torch's kernels dispatch to (AVX2, AVX512, ...;
+    `ATEN_CPU_CAPABILITY` lowers it): two CPUs that differ in any of these train other last bits of the
+    weights (a reproduction made there differs in its hashes, not its science)."""
+    fields: dict[str, str] = {}
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
-        model = names[0] if names else model
-    return {"model": model, "capability": torch.backends.cpu.get_cpu_capability()}
+        for line in cpuinfo.read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    microarchitecture = "/".join(fields.get(key, "?") for key in ("vendor_id", "cpu family", "model", "stepping"))
+    return {
+        "model": fields.get("model name") or platform.processor() or None,
+        "microarchitecture": microarchitecture if fields else platform.machine(),
+        "features": sorted(flag for flag in fields.get("flags", "").split() if KERNEL_FEATURES.match(flag)),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+    }
 
 
 def environment_record(device: torch.device, params: Params, data_files: Sequence[Path], compute: Compute) -> dict:

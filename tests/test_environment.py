@@ -222,3 +222,29 @@ def test_provenance_is_no_dvc_output_or_dependency():
     assert environment.paths.PROVENANCE.as_posix() not in declared
     folders = [entry for stage in stages.values() for entry in (stage.get("do", stage).get("deps") or [])]
     assert not [folder for folder in folders if environment.paths.PROVENANCE.is_relative_to(folder)]
+
+
+def test_the_cpu_record_names_the_microarchitecture_and_the_kernel_features():
+    """Two machines that print the same model name ("Intel(R) Xeon(R) Processor") may differ in these, and so
+    in the last bits they train: the reproduction check treats them as machine facts."""
+    from pipeline.environment import cpu_record
+
+    record = cpu_record()
+    first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+    assert record["microarchitecture"] == "/".join(fields[key] for key in ("vendor_id", "cpu family", "model", "stepping"))
+    assert set(record["features"]) <= set(fields["flags"].split()) and record["features"] == sorted(record["features"])
+    assert ("avx2" in record["features"]) == ("avx2" in fields["flags"].split())
+    assert all(not flag.startswith(("avx", "fma", "amx")) or flag in record["features"] for flag in fields["flags"].split())
+
+
+def test_aten_cpu_capability_shows_in_the_record():
+    """`ATEN_CPU_CAPABILITY=avx2` runs other kernels, so other last bits: the record must show it (CI runs the
+    tiny pipeline so, and the reproduction check calls it equivalent, not identical)."""
+    import subprocess
+    import sys
+
+    code = "from pipeline.environment import cpu_record; print(cpu_record()['capability'])"
+    lowered = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ATEN_CPU_CAPABILITY": "default"},
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert lowered == "DEFAULT"

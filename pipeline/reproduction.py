@@ -1,0 +1,397 @@
+"""Did a run reproduce the committed results? Three verdicts (docs/method.md, "Reproducing the committed
+results"; DESIGN.md §9):
+
+- **not reproduced (inputs differ)**: the code, data, params or locked packages differ from the committed
+  run's — never "equivalent", whatever the numbers say;
+- **identical**: every output hash equal — required when the machine facts of the environment records
+  (CPU model, microarchitecture and vector ISA, GPU, threads, world size) equal the committed run's;
+- **equivalent**: the inputs are the same and the machine facts differ: every verdict of the claims is
+  unchanged, every step count equal, and every score moved by at most `fraction` (default a tenth) of its
+  own 95% interval's half-width — the difference cannot matter against what the benchmark can resolve.
+
+Anything else is **not reproduced**, naming the first output and metric that differ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pipeline import paths
+from pipeline.errors import PipelineError
+
+IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
+DEFAULT_FRACTION = 0.1
+# The files that say what environment a run had: every training and evaluation record holds one.
+RECORD_FOLDERS = (paths.TRAINING_DETAILS, paths.METRICS_DETAILS)
+# What of an environment record is the machine (or how the run was spread over it): another value there
+# computes other last bits. Versions are inputs (the lock), not machine facts: see `input_differences`.
+MACHINE_FACTS = ("device", "gpu", "cpu", "threads", "world_size", "per_device_batch")
+# Requirements locks: the packages a run was made with (scripts/setup.sh installs exactly these).
+LOCK_FILES = ("requirements/cpu.txt", "requirements/cuda.txt")
+CLAIMS = paths.REPORTS / "claims.json"
+# A score's interval: details files hold `intervals.<task>` (the task's "all" score, STS-B and SICK-R test,
+# avg). A subset, or the "mean" of subsets, has fewer pairs and so a wider interval than its task: the
+# task's half-width is the stricter stand-in. A training stage's best STS-B dev score is held to the
+# narrowest STS-B test half-width of the run (the same benchmark; as many pairs at the tiny scale, 1,500 dev
+# against 1,379 test pairs at the paper's).
+DEV_SCORE, DEV_TASK = "best_dev_stsb", "STSBenchmark"
+EXACT_KEYS = ("steps",)  # counts, equal or not
+
+
+@dataclass
+class Check:
+    """The outcome: a verdict, its lines, and the largest score ratio (|Δ| / half-width) with where."""
+
+    verdict: str = IDENTICAL
+    lines: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    largest: tuple[float, str] = (0.0, "")
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in (IDENTICAL, EQUIVALENT)
+
+
+# --- reading ------------------------------------------------------------------------------------
+
+
+def git(root: Path, *arguments: str) -> str:
+    done = subprocess.run(["git", *arguments], cwd=root, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PipelineError(f"git {' '.join(arguments)}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
+    return done.stdout
+
+
+def resolve_ref(root: Path, ref: str) -> str:
+    """The commit `ref` names; one line when it names none."""
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=root,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise PipelineError(f"--ref {ref!r}: no such commit in {root.resolve()} (give a branch, tag or commit "
+                            "that holds the committed results, e.g. HEAD)")
+    return done.stdout.strip()
+
+
+class Revision:
+    """The files of one side of the comparison: a git commit, or the working tree (commit None)."""
+
+    def __init__(self, root: Path, commit: str | None):
+        self.root, self.commit = root, commit
+        self._listing = set(git(root, "ls-tree", "-r", "--name-only", commit).split()) if commit else None
+
+    @property
+    def name(self) -> str:
+        return self.commit[:10] if self.commit else "this run"
+
+    def exists(self, path: str) -> bool:
+        return path in self._listing if self._listing is not None else (self.root / path).is_file()
+
+    def text(self, path: str) -> str | None:
+        if not self.exists(path):
+            return None
+        return git(self.root, "show", f"{self.commit}:{path}") if self.commit else (self.root / path).read_text(encoding="utf-8")
+
+    def json(self, path: str) -> dict | None:
+        text = self.text(path)
+        if text is None:
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise PipelineError(f"{path} ({self.name}): not valid JSON ({error.msg} at line {error.lineno}); "
+                                "rerun the stage that writes it") from None
+        if not isinstance(value, dict):
+            raise PipelineError(f"{path} ({self.name}): expected a JSON object")
+        return value
+
+    def files(self, folder: Path) -> list[str]:
+        prefix = folder.as_posix().rstrip("/") + "/"
+        if self._listing is not None:
+            names = self._listing
+        else:
+            names = {path.relative_to(self.root).as_posix() for path in (self.root / folder).glob("*.json")}
+        return sorted(name for name in names if name.startswith(prefix) and "/" not in name[len(prefix):]
+                      and name.endswith(".json"))
+
+    def lock(self) -> dict:
+        text = self.text("dvc.lock")
+        if text is None:
+            where = f"at {self.commit[:10]}" if self.commit else "here (run `dvc repro` first)"
+            raise PipelineError(f"dvc.lock: none {where}")
+        try:
+            lock = yaml.safe_load(text) or {}
+        except yaml.YAMLError as error:
+            raise PipelineError(f"dvc.lock ({self.name}): not valid YAML: {str(error).splitlines()[0]}") from None
+        return lock.get("stages", {}) if isinstance(lock, dict) else {}
+
+
+# --- the lock: outputs, inputs, params ------------------------------------------------------------
+
+
+def outputs(stages: dict) -> dict[tuple[str, str], str]:
+    """(stage, output path) → md5, in the lock's order."""
+    return {(name, out["path"]): out.get("md5", "") for name, stage in stages.items() for out in stage.get("outs", [])}
+
+
+def _derived(path: str, produced: set[str]) -> bool:
+    """Whether a dependency is (or holds, or lies in) some stage's output: another machine may compute it."""
+    return any(path == out or path.startswith(out + "/") or out.startswith(path + "/") for out in produced)
+
+
+def source_stages(stages: dict, history: set[str]) -> set[str]:
+    """The stages that read no other stage's output (download): their outputs are the pipeline's data, a
+    copy of published files that no machine computes differently. The history-dependent stages aside."""
+    produced = {path for _, path in outputs(stages)}
+    return {name for name, stage in stages.items()
+            if name not in history and not any(_derived(dep["path"], produced) for dep in stage.get("deps", []))}
+
+
+def inputs(stages: dict, history: set[str]) -> dict[str, str]:
+    """Every input of the run by a readable key: the code and configuration files the stages depend on
+    (the dependencies that no stage writes), the params each stage ran with, and the data (the source
+    stages' outputs)."""
+    produced = {path for _, path in outputs(stages)}
+    found: dict[str, str] = {}
+    for name, stage in stages.items():
+        for dep in stage.get("deps", []):
+            if not _derived(dep["path"], produced):
+                found[f"code or configuration {dep['path']}"] = dep.get("md5", "")
+        for file, values in (stage.get("params") or {}).items():
+            for key, value in flatten(values).items():
+                found[f"param {file}:{key}"] = json.dumps(value, sort_keys=True)
+    data_stages = source_stages(stages, history)
+    for (name, path), digest in outputs(stages).items():
+        if name in data_stages:
+            found[f"data {path} (stage {name})"] = digest
+    return found
+
+
+def flatten(tree, prefix: str = "") -> dict[str, object]:
+    """Leaves of a JSON tree by dotted path."""
+    if isinstance(tree, dict):
+        return {path: value for key, sub in tree.items() for path, value in flatten(sub, f"{prefix}{key}.").items()}
+    if isinstance(tree, list):
+        return {path: value for index, sub in enumerate(tree) for path, value in flatten(sub, f"{prefix}{index}.").items()}
+    return {prefix.rstrip("."): tree}
+
+
+def history_stages(dvc_yaml: str) -> set[str]:
+    """Stages marked `always_changed`: their outputs also read the git history (the report lists commits
+    and experiments), so the commit that adds the results changes them; compared by their numbers."""
+    stages = (yaml.safe_load(dvc_yaml) or {}).get("stages", {})
+    return {name for name, stage in stages.items() if isinstance(stage, dict) and stage.get("always_changed")}
+
+
+# --- environment records --------------------------------------------------------------------------
+
+
+def records(revision: Revision) -> dict[str, dict]:
+    """path → the environment of every training and evaluation record."""
+    found = {}
+    for folder in RECORD_FOLDERS:
+        for path in revision.files(folder):
+            record = revision.json(path) or {}
+            if isinstance(record.get("environment"), dict):
+                found[path] = record["environment"]
+    return found
+
+
+def input_differences(expected: Revision, actual: Revision, expected_stages: dict, actual_stages: dict,
+                      history: set[str]) -> list[str]:
+    """What the run was made from that differs from the committed run: code, configuration, params, data,
+    the requirements lock and the package versions the records name."""
+    before, after = inputs(expected_stages, history), inputs(actual_stages, history)
+    differences = [f"{key}: {after.get(key, 'missing')} vs committed {value}"
+                   for key, value in before.items() if after.get(key) != value]
+    differences += [f"{key}: not in the committed run" for key in after.keys() - before.keys()]
+    differences += [f"{path}: differs from the committed lock" for path in LOCK_FILES
+                    if expected.text(path) != actual.text(path)]
+    then, now = records(expected), records(actual)
+    for path, environment in then.items():
+        if path in now and environment.get("versions") != now[path].get("versions"):
+            differences.append(f"package versions in {path}: {now[path].get('versions')} vs committed "
+                               f"{environment.get('versions')} (install the lock: bash scripts/setup.sh)")
+            break
+    return differences
+
+
+def machine_differences(expected: Revision, actual: Revision) -> list[str]:
+    """The machine facts (`MACHINE_FACTS`) of this run's records that differ from the committed run's."""
+    then, now = records(expected), records(actual)
+    found: dict[str, str] = {}
+    for path, environment in then.items():
+        current = now.get(path, {})
+        for key in MACHINE_FACTS:
+            if key not in found and current.get(key) != environment.get(key):
+                found[key] = f"{key}: {current.get(key)!r} here vs {environment.get(key)!r} in the committed run ({path})"
+    return list(found.values())
+
+
+# --- scores against their intervals -----------------------------------------------------------------
+
+
+def half_widths(details: dict) -> dict[str, float]:
+    """task → half of its 95% interval in a details file (`intervals.<task>.low/high`)."""
+    found = {}
+    for task, interval in (details.get("intervals") or {}).items():
+        if isinstance(interval, dict) and _finite(interval.get("low")) and _finite(interval.get("high")):
+            found[task] = (interval["high"] - interval["low"]) / 2
+    return found
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def score_leaves(details: dict) -> Iterator[tuple[str, str, float]]:
+    """(dotted path, task, score) of every score of a details or headline metrics file: a task's "all",
+    "mean" and subsets, test splits, avg. The environment and the bootstrap resamples are not scores."""
+    for task, value in details.items():
+        if task in ("environment", "bootstrap", "intervals"):
+            continue
+        for path, leaf in flatten(value, f"{task}.").items():
+            if _finite(leaf) and not isinstance(leaf, bool):
+                yield path, task, float(leaf)
+
+
+def compare_scores(path: str, expected: dict, actual: dict, widths: dict[str, float], fraction: float,
+                   check: Check) -> None:
+    """Each score of `path` against the committed one, relative to its task's half-width."""
+    now = dict((leaf, score) for leaf, _, score in score_leaves(actual))
+    for leaf, task, score in score_leaves(expected):
+        if leaf not in now:
+            check.problems.append(f"{path}: {leaf} missing (committed {score})")
+            continue
+        width = widths.get(task)
+        if width is None or width <= 0:
+            if now[leaf] != score:
+                check.problems.append(f"{path}: {leaf} = {now[leaf]} vs committed {score}, and no interval to judge it by")
+            continue
+        ratio = abs(now[leaf] - score) / width
+        if ratio > check.largest[0]:
+            check.largest = (ratio, f"{path}: {leaf} ({now[leaf]:.4f} vs {score:.4f}, half-width {width:.3f})")
+        if ratio > fraction:
+            check.problems.append(f"{path}: {leaf} moved {abs(now[leaf] - score):.4g} points, {ratio:.3f} of its "
+                                  f"95% half-width {width:.3g} (allowed {fraction})")
+
+
+def compare_labels(path: str, expected: dict, actual: dict, check: Check) -> None:
+    """Everything of a metrics file that is not a score (labels, counts) must be equal, the environment aside."""
+    scores = {leaf for leaf, _, _ in score_leaves(expected)}
+    before = {key: value for key, value in flatten({k: v for k, v in expected.items() if k != "environment"}).items()
+              if key not in scores and not key.startswith("intervals.")}
+    after = flatten({k: v for k, v in actual.items() if k != "environment"})
+    for key, value in before.items():
+        if after.get(key, "missing") != value:
+            check.problems.append(f"{path}: {key} = {after.get(key, 'missing')!r} vs committed {value!r}")
+
+
+def claim_verdicts(claims: dict) -> dict[str, str]:
+    """claim id → verdict from reports/claims.json (per-claim entries), else the counts by verdict."""
+    entries = claims.get("claims")
+    if isinstance(entries, list):
+        return {str(entry.get("id")): str(entry.get("verdict")) for entry in entries if isinstance(entry, dict)}
+    if isinstance(entries, dict):
+        return {str(key): str(value.get("verdict") if isinstance(value, dict) else value) for key, value in entries.items()}
+    return {f"count of {key}": str(value) for key, value in flatten(claims.get("verdicts", {})).items()}
+
+
+# --- the check ------------------------------------------------------------------------------------
+
+
+def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_FRACTION) -> Check:
+    if not (isinstance(fraction, (int, float)) and math.isfinite(fraction) and 0 < fraction <= 1):
+        raise PipelineError(f"--fraction {fraction!r}: must be a number in (0, 1], the share of a score's 95% "
+                            f"half-width it may move (default {DEFAULT_FRACTION})")
+    expected, actual = Revision(root, resolve_ref(root, ref)), Revision(root, None)
+    expected_stages, actual_stages = expected.lock(), actual.lock()
+    check = Check()
+    if not outputs(expected_stages):
+        raise PipelineError(f"dvc.lock at {ref} has no outputs to compare: is it the commit of the results?")
+
+    skipped = history_stages(actual.text("dvc.yaml") or "")
+    differing_inputs = input_differences(expected, actual, expected_stages, actual_stages, skipped)
+    if differing_inputs:
+        check.verdict = f"{NOT_REPRODUCED} (inputs differ)"
+        check.problems = differing_inputs
+        check.lines.append(f"first input that differs: {differing_inputs[0]}")
+        return check
+
+    before, after = outputs(expected_stages), outputs(actual_stages)
+    differing = [f"{stage} {path}: md5 {after.get((stage, path), 'missing')} vs committed {digest}"
+                 for (stage, path), digest in before.items() if stage not in skipped and after.get((stage, path)) != digest]
+    differing += [f"{stage} {path}: not in the committed dvc.lock" for stage, path in after.keys() - before.keys()]
+    compared = sum(stage not in skipped for stage, _ in before)
+    check.lines.append(f"outputs compared by hash: {compared}, {len(differing)} differ (not by hash: the outputs of "
+                       f"{', '.join(sorted({s for s, _ in before if s in skipped})) or 'no stage'}, which also read the "
+                       "git history; their numbers are compared)")
+    machine = machine_differences(expected, actual)
+    check.lines += [f"machine differs: {line}" for line in machine]
+
+    compare_results(expected, actual, fraction, check, exact=not differing)
+    if differing and not machine:
+        check.verdict = NOT_REPRODUCED
+        check.problems.insert(0, f"first output that differs: {differing[0]} (the machine facts equal the "
+                                 "committed run's — CPU, ISA, GPU, threads, world size — so outputs must be identical)")
+    elif check.problems:
+        check.verdict = NOT_REPRODUCED
+        if differing:
+            check.problems.insert(0, f"first output that differs: {differing[0]}")
+    else:
+        check.verdict = EQUIVALENT if differing else IDENTICAL
+    return check
+
+
+def compare_results(expected: Revision, actual: Revision, fraction: float, check: Check, exact: bool) -> None:
+    """The metrics (headline, details, training) and the claims' verdicts. `exact`: every output hash was
+    equal, so every number must be too (a history-dependent file aside, which is still compared)."""
+    details_folder = paths.METRICS_DETAILS
+    widths: dict[str, dict[str, float]] = {}
+    for path in expected.files(details_folder):
+        widths[Path(path).stem] = half_widths(expected.json(path) or {})
+    dev_widths = [task_widths[DEV_TASK] for task_widths in widths.values() if DEV_TASK in task_widths]
+    folders = [paths.METRICS, details_folder, paths.TRAINING_REPORTS, paths.TRAINING_DETAILS]
+    files = [path for folder in folders for path in expected.files(folder)]
+    if not files:
+        check.problems.append(f"no metrics committed at {expected.name} under {paths.METRICS.as_posix()}/")
+    for path in files:
+        committed, current = expected.json(path), actual.json(path)
+        if current is None:
+            check.problems.append(f"{path}: not produced by this run")
+            continue
+        in_training = path.startswith(paths.TRAINING_REPORTS.as_posix() + "/")
+        task_widths = {DEV_SCORE: min(dev_widths)} if in_training and dev_widths else widths.get(Path(path).stem, {})
+        if in_training:
+            committed = {key: value for key, value in committed.items() if key in (DEV_SCORE, *EXACT_KEYS)}
+            current = {key: value for key, value in current.items() if key in (DEV_SCORE, *EXACT_KEYS)}
+            for key in EXACT_KEYS:
+                if key in committed and current.get(key) != committed[key]:
+                    check.problems.append(f"{path}: {key} = {current.get(key)} vs committed {committed[key]}")
+            committed = {k: v for k, v in committed.items() if k not in EXACT_KEYS}
+            current = {k: v for k, v in current.items() if k not in EXACT_KEYS}
+        if exact:
+            for key, value in flatten({k: v for k, v in committed.items() if k != "environment"}).items():
+                now = flatten({k: v for k, v in current.items() if k != "environment"}).get(key, "missing")
+                if now != value:
+                    check.problems.append(f"{path}: {key} = {now!r} vs committed {value!r}")
+            continue
+        compare_scores(path, committed, current, task_widths, fraction, check)
+        if not in_training:
+            compare_labels(path, committed, current, check)
+    claims = expected.json(CLAIMS.as_posix())
+    if claims is not None:
+        current_claims = actual.json(CLAIMS.as_posix())
+        if current_claims is None:
+            check.problems.append(f"{CLAIMS.as_posix()}: not produced by this run")
+            return
+        then, now = claim_verdicts(claims), claim_verdicts(current_claims)
+        changed = [f"{key}: {now.get(key, 'missing')} vs committed {value}" for key, value in then.items() if now.get(key) != value]
+        check.lines.append(f"claims' verdicts compared: {len(then)}, {len(changed)} changed")
+        check.problems += [f"{CLAIMS.as_posix()}: verdict changed: {line}" for line in changed]
