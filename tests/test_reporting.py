@@ -296,9 +296,9 @@ def test_column_paths_of_the_files_layout_are_accepted(path):
 
 
 def test_every_analysis_column_the_spec_accepts_is_a_number_the_analyze_stage_writes():
-    """The declared layout (pipeline.reporting.inputs.analysis_columns) against a file the analyze
+    """The declared layout (pipeline.reporting.columns.analysis_columns) against a file the analyze
     stage wrote (the committed one), so that it cannot drift from what pipeline/analysis writes."""
-    from pipeline.reporting.inputs import analysis_columns
+    from pipeline.reporting.columns import analysis_columns
 
     written = json.loads(committed_text("reports/analysis/joint.json"))
     for column in analysis_columns():

@@ -18,9 +18,8 @@ The kinds, by folder (`KINDS`; each reader checks the keys its readers use, not 
 - reports/training/details/<stage>.json: a training stage's summary and its "environment";
 - reports/training/<stage>.csv: the training curves (a "step" column, numbers only).
 The same readers check what a git revision holds (an experiment's files) and what `dvc exp show`
-lists. A table column of tables.yaml names a number of these files by its path; `*_column_problem`
-checks the path against the files' layout when tables.yaml is loaded, so a typo is one line instead of
-a column of "missing" cells.
+lists. The column paths of tables.yaml are checked against these files' layout by
+`pipeline.reporting.columns`.
 """
 
 from __future__ import annotations
@@ -33,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from pipeline.data.readers import STS_YEAR_TASKS
 from pipeline.errors import PipelineError
 from pipeline.io import non_finite_keys
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS, TRAINING_REPORTS
 from pipeline.settings_rules import STS_TASKS
 
-STS_YEAR_TASKS = STS_TASKS[:5]  # scored as "all" over subsets (SentEval), beside "mean" and "subsets"
 AVERAGE = "avg"
 
 
@@ -286,81 +285,3 @@ def read_training_curve(path: Path):
         raise corrupt_error(shown, "a value that is not a finite number", fix)
     return frame
 
-
-# --- the column paths a table may name --------------------------------------------------------------
-
-# The numbers of reports/analysis/<model>.json a column may name (pipeline/analysis/models.py writes
-# them; the norm probe's under `norm_probe`); tests/test_bad_input.py checks them against a file the
-# analyze stage wrote.
-ANALYSIS_NUMBERS = (
-    "pairs", "align_pairs", "positive_pairs", "sentences", "align_sentences", "alignment", "uniformity", "e_cls_mean",
-    "seq_len", "gmacs", "gmacs_with_attention", "avg", "eta",
-)
-MTEB_SUITE_NUMBERS = ("listed", "mapped", "scored", "avg", "metrics_mean")  # pipeline/evaluation/mteb_suites.summarise
-
-
-def sts_columns() -> list[str]:
-    """Every number of a details file a column may name: each task's reported score, STS12–16's
-    "mean" and subsets (SentEval's fixed lists), and "avg"."""
-    from pipeline.data.readers import STS_SUBSETS
-
-    columns = []
-    for task in STS_TASKS:
-        if task in STS_YEAR_TASKS:
-            columns += [f"{task}.all", f"{task}.mean", *(f"{task}.subsets.{subset}" for subset in STS_SUBSETS[task])]
-        else:
-            columns.append(f"{task}.test")
-    return columns + [AVERAGE]
-
-
-def sts_column_problem(column: str) -> str | None:
-    if column in sts_columns():
-        return None
-    return f"no such score in reports/metrics/details/<model>.json{_closest(column, sts_columns())}"
-
-
-def analysis_columns() -> list[str]:
-    from pipeline.analysis.norms import QUANTILES
-    from pipeline.settings_rules import NORM_INPUTS
-
-    statistics = ["mean", "std", "min", "max", *(f"q{round(q * 100):02d}" for q in QUANTILES)]
-    probe = [f"norm_probe.{name}.{statistic}" for name in NORM_INPUTS for statistic in statistics]
-    return [*ANALYSIS_NUMBERS, "norm_probe.sentences", *probe]
-
-
-def analysis_column_problem(path: str) -> str | None:
-    if path in analysis_columns():
-        return None
-    return f"no such number in reports/analysis/<model>.json{_closest(path, analysis_columns())}"
-
-
-def mteb_column_problem(path: str) -> str | None:
-    """`suites.<suite>.<number>` of reports/mteb/<model>.json, the suite one of conf/mteb/ and the
-    number one its results hold: avg, metrics.<metric>, tasks.<task>.main|subsets.<subset>|metrics.<metric>."""
-    from pipeline.evaluation.mteb_suites import load_suite, suite_names
-
-    prefix, _, rest = path.partition(".")
-    suite_name, _, number = rest.partition(".")
-    if prefix != "suites" or not number:
-        return "an MTEB column is suites.<suite>.<number>"
-    if suite_name not in suite_names():
-        return f"no MTEB suite {suite_name!r} in conf/mteb/{_closest(suite_name, suite_names())}"
-    suite = load_suite(suite_name)
-    known = [*MTEB_SUITE_NUMBERS, *(f"metrics.{metric}" for metric in suite.metrics)]
-    for task in suite.tasks:
-        known += [f"tasks.{task.paper}.main", *(f"tasks.{task.paper}.metrics.{metric}" for metric in suite.metrics)]
-        if task.subsets is None:  # the task's own subsets, whatever mteb holds
-            if number.startswith(f"tasks.{task.paper}.subsets.") and number != f"tasks.{task.paper}.subsets.":
-                return None
-        else:
-            known += [f"tasks.{task.paper}.subsets.{subset}" for subset in task.subsets]
-    if number in known:
-        return None
-    return f"suite {suite_name} records no {number!r}{_closest(number, known)}"
-
-
-def _closest(name: str, known: list[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, known, n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""

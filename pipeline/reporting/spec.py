@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.models import MODEL_NAMES
-from pipeline.reporting.inputs import analysis_column_problem, mteb_column_problem, sts_column_problem
+from pipeline.reporting.columns import analysis_column_problem, mteb_column_problem, sts_column_problem
 
 TABLES_FILE = Path("tables.yaml")
 ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
