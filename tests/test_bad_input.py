@@ -578,6 +578,19 @@ def test_a_corrupt_report_input_is_one_line_naming_it(tmp_path, tiny_params_dict
     assert message.startswith(f"{path} is corrupt (") and expected in message and "\n" not in message
 
 
+def test_details_and_bootstrap_files_of_two_runs_are_refused(tmp_path, tiny_params_dict):
+    """The half-updated set of D17: new details beside an old bootstrap file (another resample count)."""
+    def older(data: dict) -> None:
+        data.update(resamples=40, indices="0" * 64, scores={task: scores[:40] for task, scores in data["scores"].items()})
+
+    for path, text in ((DETAILS, committed_text(DETAILS)), (BOOTSTRAP, edited(BOOTSTRAP, older))):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    with pytest.raises(PipelineError, match=rf"^{BOOTSTRAP} is corrupt \(its 40 resamples are not the 1000 of {DETAILS} "
+                                            r"\(other indices\): the two files come from different runs\); rebuild it"):
+        reporting_runs.workspace_run(tiny_params_dict, tmp_path)
+
+
 def test_absent_inputs_are_not_run_and_an_empty_bootstrap_file_is_no_resamples(tmp_path, tiny_params_dict):
     """Absent stays absent (a row missing, a claim not run); `eval.bootstrap: 0` writes an empty file that is valid."""
     (tmp_path / "reports" / "metrics" / "bootstrap").mkdir(parents=True)
@@ -602,10 +615,13 @@ def test_training_records_are_checked_when_read(tmp_path):
     (training / "joint.csv").write_text("step,loss,dev_stsb\n1,0.5,\n2,0.4,80.1\n")
     write_training_figures(training, tmp_path / "figures")  # an empty cell is a step without a dev score
     (training / "joint.csv").write_text("step,loss\n1,0.5\n2,0.4\n3,0.3x\n")
-    with pytest.raises(PipelineError, match=r"^reports/training/joint.csv is corrupt \(column loss holds text, not numbers\)"):
+    with pytest.raises(PipelineError, match=r"reports/training/joint.csv is corrupt \(column loss holds text, not numbers\)"):
         write_training_figures(training, tmp_path / "figures2")
     (training / "joint.csv").write_text("step,loss\n1,0.5\n,0.4\n")
     with pytest.raises(PipelineError, match="a row without its step"):
+        write_training_figures(training, tmp_path / "figures2")
+    (training / "joint.csv").write_text("step,loss\n1,0.5\n2,inf\n")
+    with pytest.raises(PipelineError, match="a value that is not a finite number"):
         write_training_figures(training, tmp_path / "figures2")
     assert not (tmp_path / "figures2").exists()
 

@@ -35,7 +35,7 @@ from typing import Any
 from pipeline.data.readers import STS_YEAR_TASKS
 from pipeline.errors import PipelineError
 from pipeline.io import non_finite_keys
-from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS, TRAINING_REPORTS
+from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
 from pipeline.settings_rules import STS_TASKS
 
 AVERAGE = "avg"
@@ -223,12 +223,11 @@ def check_report_data(path: str | Path, data: Any, at: str | None = None) -> Any
     """`data` (parsed) of the report input at repository-relative `path`, checked by its kind; `at`:
     the run it comes from when not the workspace (then the fix is to leave that run out)."""
     kind = kind_of(path)
-    if kind is None:
-        return data
-    try:
-        kind.check(data)
-    except CorruptFile as error:
-        raise corrupt_error(path if at is None else f"{Path(path).as_posix()} of {at}", str(error), _fix(path, kind, at)) from None
+    if kind is not None:
+        try:
+            kind.check(data)
+        except CorruptFile as error:
+            raise _corrupt(path, at, str(error)) from None
     return data
 
 
@@ -237,10 +236,24 @@ def read_report_text(path: str | Path, text: str | bytes, at: str | None = None)
     try:
         data = parse_json(text)
     except CorruptFile as error:
-        kind = kind_of(path)
-        shown = path if at is None else f"{Path(path).as_posix()} of {at}"
-        raise corrupt_error(shown, str(error), _fix(path, kind, at)) from None
+        raise _corrupt(path, at, str(error)) from None
     return check_report_data(path, data, at)
+
+
+def check_run_files(files: dict[str, Any], at: str | None = None) -> None:
+    """A model's details and bootstrap files (`files`: a run's, by path) describe the same resamples,
+    or they come from two runs (a half-written set): count and indices equal."""
+    for path, details in files.items():
+        if PurePosixPath(path).parent != PurePosixPath(METRICS_DETAILS.as_posix()) or "bootstrap" not in details:
+            continue
+        bootstrap_path = (METRICS_BOOTSTRAP / PurePosixPath(path).name).as_posix()
+        resamples = files.get(bootstrap_path)
+        if resamples is None:
+            continue
+        described = (details["bootstrap"].get("resamples"), details["bootstrap"].get("indices"))
+        if described != (resamples["resamples"], resamples["indices"]):
+            raise _corrupt(bootstrap_path, at, f"its {resamples['resamples']} resamples are not the {described[0]} of {path} "
+                           "(other indices): the two files come from different runs")
 
 
 def read_report_file(root: Path, path: str | Path) -> Any:
@@ -252,36 +265,38 @@ def read_report_file(root: Path, path: str | Path) -> Any:
     return read_report_text(path, text)
 
 
-def _fix(path: str | Path, kind: FileKind | None, at: str | None) -> str:
+def _corrupt(path: str | Path, at: str | None, reason: str) -> PipelineError:
+    """The one line for a corrupt report input: the file (and the run, when not the workspace's), what is
+    wrong, and how to rebuild it or leave it out."""
+    shown = Path(path).as_posix()
     if at is not None:
-        return ("leave that run out (`dvc exp remove` an experiment; lower experiment_commits in tables.yaml for a commit) "
-                "or rebuild it there")
-    restore = f"`git checkout -- {Path(path).as_posix()}` restores the committed one"
-    if kind is None:
-        return restore
-    return f"rebuild it with `{kind.rebuild(Path(path).stem)}`, or {restore}"
+        return corrupt_error(f"{shown} of {at}", reason, "leave that run out (`dvc exp remove` an experiment; lower "
+                             "experiment_commits in tables.yaml for a commit) or rebuild the file there")
+    kind = kind_of(path)
+    restore = f"`git checkout -- {shown}` restores the committed one"
+    return corrupt_error(shown, reason, f"rebuild it with `{kind.rebuild(Path(path).stem)}`, or {restore}" if kind else restore)
 
 
 def read_training_curve(path: Path):
-    """reports/training/<stage>.csv as a DataFrame: a "step" column of whole numbers, every column
-    numeric (an empty cell is a step without that value, e.g. no dev score)."""
+    """reports/training/<stage>.csv as a DataFrame: a "step" in every row, every column numeric and
+    finite (an empty cell is a step without that value, e.g. no dev score)."""
+    import numpy as np
     import pandas as pd
 
-    shown = (TRAINING_REPORTS / path.name).as_posix() if path.parent.name == TRAINING_REPORTS.name else path.as_posix()
-    fix = "rebuild it with `dvc repro` (the training stage that wrote it)"
+    def corrupt(reason: str) -> PipelineError:
+        return corrupt_error(path, reason, "rebuild it with `dvc repro` (the training stage that wrote it)")
+
     try:
         frame = pd.read_csv(io.BytesIO(path.read_bytes()))
-    except (ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise corrupt_error(shown, f"not a CSV table: {str(error).splitlines()[0] if str(error) else type(error).__name__}", fix) from None
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:  # UnicodeDecodeError is a ValueError
+        raise corrupt(f"not a CSV table: {(str(error).splitlines() or [type(error).__name__])[0]}") from None
     if "step" not in frame:
-        raise corrupt_error(shown, "no step column", fix)
+        raise corrupt("no step column")
     text_columns = [column for column in frame if not pd.api.types.is_numeric_dtype(frame[column])]
     if text_columns:
-        raise corrupt_error(shown, f"column {text_columns[0]} holds text, not numbers", fix)
+        raise corrupt(f"column {text_columns[0]} holds text, not numbers")
     if frame["step"].isna().any():
-        raise corrupt_error(shown, "a row without its step (a truncated line)", fix)
-    values = frame.to_numpy(dtype=float)
-    if not math.isfinite(float(abs(values[~pd.isna(values)]).max(initial=0.0))):
-        raise corrupt_error(shown, "a value that is not a finite number", fix)
+        raise corrupt("a row without its step (a truncated line)")
+    if np.isinf(frame.to_numpy(dtype=float)).any():
+        raise corrupt("a value that is not a finite number")
     return frame
-

@@ -27,7 +27,7 @@ import yaml
 from pipeline.config import setting_default
 from pipeline.errors import PipelineError
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
-from pipeline.reporting.inputs import check_report_data, read_report_file, read_report_text
+from pipeline.reporting.inputs import check_report_data, check_run_files, read_report_file, read_report_text
 from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
@@ -171,6 +171,7 @@ def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
         for path in sorted((root / folder).glob("*.json")):
             relative = (folder / path.name).as_posix()
             files[relative] = read_report_file(root, relative)
+    check_run_files(files)
     return Run("workspace", params, files)
 
 
@@ -218,6 +219,7 @@ def _run_of(entry: dict[str, Any], name: str, read_files: ReadFiles | None) -> l
     }
     if read_files is not None and isinstance(entry.get("rev"), str):
         files |= read_files(entry["rev"])
+    check_run_files(files, name)
     return [Run(name, params, files, data.get("timestamp"))]
 
 
