@@ -48,6 +48,10 @@ PARAMS_FILE = Path("params.yaml")
 MIN_EVAL_PAIRS = 100
 # Fewest bootstrap resamples (eval.bootstrap, 0 = off): each 2.5 % tail of a 95 % interval holds at least one.
 MIN_BOOTSTRAP_RESAMPLES = 40
+# Most: past 10,000 a 95 % percentile interval's ends move by less than their own Monte Carlo error,
+# while the resample positions cost resamples × pairs × 4 bytes (10,000 over the seven tasks' 18,850
+# test pairs at paper scale: 0.75 GB; eval.bootstrap: 1000000000 failed on a 294 GiB allocation).
+MAX_BOOTSTRAP_RESAMPLES = 10_000
 
 
 class Section(BaseModel):
@@ -228,7 +232,7 @@ class EvalSettings(Section):
     )
     bootstrap: int = Field(
         1000, description="bootstrap resamples of the test pairs (seeded with `seed`) for every STS score's 95 % interval "
-        f"and standard error; 0 = off, else at least {MIN_BOOTSTRAP_RESAMPLES}"
+        f"and standard error; 0 = off, else {MIN_BOOTSTRAP_RESAMPLES} to {MAX_BOOTSTRAP_RESAMPLES}"
     )
     batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")
     max_length: int = Field(128, ge=4)
@@ -243,9 +247,15 @@ class EvalSettings(Section):
     @field_validator("bootstrap", mode="before")
     @classmethod
     def _off_or_enough_resamples(cls, value: Any) -> Any:
-        if isinstance(value, int) and not isinstance(value, bool) and (value == 0 or value >= MIN_BOOTSTRAP_RESAMPLES):
+        if isinstance(value, int) and not isinstance(value, bool) and (
+            value == 0 or MIN_BOOTSTRAP_RESAMPLES <= value <= MAX_BOOTSTRAP_RESAMPLES
+        ):
             return value
-        raise ValueError(f"allowed: 0 (no intervals) or a whole number of resamples, {MIN_BOOTSTRAP_RESAMPLES} or more")
+        raise ValueError(
+            f"allowed: 0 (no intervals) or a whole number of resamples from {MIN_BOOTSTRAP_RESAMPLES} to "
+            f"{MAX_BOOTSTRAP_RESAMPLES} (more moves a 95 % interval less than its own Monte Carlo error, and the "
+            "resamples take resamples × test pairs × 4 bytes of memory)"
+        )
 
     @model_validator(mode="after")
     def _budget_holds_a_sentence(self) -> "EvalSettings":

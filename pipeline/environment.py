@@ -178,8 +178,13 @@ def provenance_record(stage: str, cwd: Path | None = None) -> dict:
     }
 
 
+def provenance_file(stage: str, folder: Path = paths.PROVENANCE) -> Path:
+    """reports/provenance/<stage>.json; not a DVC output (see the module's docstring)."""
+    return folder / f"{stage}.json"
+
+
 def write_provenance(stage: str, folder: Path = paths.PROVENANCE) -> Path:
-    """reports/provenance/<stage>.json (atomic); not a DVC output (see the module's docstring)."""
-    path = folder / f"{stage}.json"
+    """The stage's provenance file (`provenance_file`), written atomically."""
+    path = provenance_file(stage, folder)
     write_json_atomic(path, provenance_record(stage))
     return path

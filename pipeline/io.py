@@ -17,7 +17,7 @@ import shutil
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from pipeline.errors import PipelineError
 
@@ -106,15 +106,35 @@ def atomic_path(destination: Path) -> Iterator[Path]:
     destination would be: `tempfile.mkstemp`'s 0600 would make outputs unreadable to a group.
     """
     destination = Path(destination)
-    destination.parent.mkdir(parents=True, exist_ok=True)
+    _writable_folder(destination.parent)
     temporary = _temporary_name(destination)
-    os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    try:
+        os.close(os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+    except PermissionError as error:
+        raise _not_writable(destination, error) from None
     try:
         yield temporary
         _usual_permissions(temporary)  # a writer may have replaced the file with its own mkstemp twin
-        os.replace(temporary, destination)
+        try:
+            os.replace(temporary, destination)
+        except PermissionError as error:
+            raise _not_writable(destination, error) from None
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _not_writable(path: Path, error: OSError) -> PipelineError:
+    return PipelineError(f"cannot write {path}: {error.strerror or error}; make {path.parent} writable and rerun")
+
+
+def _writable_folder(folder: Path) -> None:
+    """Make `folder` (and its parents); one line when that fails or it cannot be written into."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PipelineError(f"cannot create the folder {folder}: {error.strerror or error}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PipelineError(f"cannot write into {folder}: permission denied; make it writable and rerun")
 
 
 @contextmanager
@@ -180,8 +200,8 @@ def json_dumps_compact(data: Any) -> str:
     return json.dumps(data, allow_nan=False, separators=(",", ":"))
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """A metrics/results JSON file; a NaN or infinite number is an error naming it, never `NaN` in the file."""
+def _json_text(path: Path, data: Any) -> str:
+    """The text of a metrics/results JSON file; a NaN or infinite number is an error naming it."""
     bad = non_finite_keys(data)
     if bad:
         more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
@@ -189,7 +209,62 @@ def write_json_atomic(path: Path, data: Any) -> None:
             f"{path}: metric {bad[0]}{more} is not a finite number; nothing was written. "
             "Too few pairs (eval.max_pairs) or a degenerate model (constant embeddings) gives NaN correlations"
         )
-    write_text_atomic(Path(path), json.dumps(data, indent=2, allow_nan=False) + "\n")
+    return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """A metrics/results JSON file; a NaN or infinite number is an error naming it, never `NaN` in the file."""
+    write_text_atomic(Path(path), _json_text(path, data))
+
+
+def write_json_files_atomic(files: Mapping[Path, Any]) -> None:
+    """Several JSON files as one set (`write_files_atomic`), each checked as `write_json_atomic` checks."""
+    write_files_atomic({Path(path): _json_text(path, data) for path, data in files.items()})
+
+
+def write_files_atomic(files: Mapping[Path, str]) -> None:
+    """Several text files as one: all new or all as they were, never half a set (a stage's outputs).
+
+    Every destination folder is made and checked writable and every temporary twin written before
+    any destination changes; then each is renamed in. A rename that fails still (a folder made
+    read-only meanwhile, or writable only to its owner while we run as root) puts back the files
+    already replaced, from hard links taken just before, and is one line naming the file.
+    """
+    staged: list[tuple[Path, Path]] = []
+    backups: list[Path] = []
+    try:
+        for destination, text in files.items():
+            destination = Path(destination)
+            _writable_folder(destination.parent)
+            temporary = _temporary_name(destination)
+            staged.append((temporary, destination))
+            try:
+                temporary.write_text(text, encoding="utf-8")
+            except PermissionError as error:
+                raise _not_writable(destination, error) from None
+        replaced: list[tuple[Path, Path | None]] = []
+        for temporary, destination in staged:
+            backup = None
+            try:
+                if destination.is_file():
+                    backup = temporary.with_name(temporary.name + ".old")
+                    backups.append(backup)
+                    try:
+                        os.link(destination, backup)
+                    except OSError:  # a file system without hard links
+                        shutil.copy2(destination, backup)
+                os.replace(temporary, destination)
+            except OSError as error:
+                for done, kept in reversed(replaced):
+                    os.replace(kept, done) if kept is not None else done.unlink(missing_ok=True)
+                raise PipelineError(
+                    f"cannot write {destination}: {error.strerror or error}; none of the {len(staged)} files "
+                    f"({', '.join(path.name for _, path in staged)}) was changed. Make {destination.parent} writable and rerun"
+                ) from None
+            replaced.append((destination, backup))
+    finally:
+        for temporary in [temporary for temporary, _ in staged] + backups:
+            temporary.unlink(missing_ok=True)
 
 
 def sha256_of(path: Path) -> str:

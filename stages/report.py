@@ -48,11 +48,12 @@ def command(
         claims = load_claims(tables, workspace_params, claims_file)
         built = build_tables(tables, source)
         verdicts = evaluate_claims(claims, tables, source)
+        environments = recorded_environments()  # every input read (and checked) before the first write
         write_training_figures()
         found = source.experiments
         baseline = read_yaml_file(params, "run from the project root")  # as written, like each experiment's
         write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
-        claims_line = write_reproduction(verdicts, claims, workspace_params, recorded_environments())
+        claims_line = write_reproduction(verdicts, claims, workspace_params, environments)
         summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")
         return
 

@@ -30,8 +30,9 @@ from pipeline.data import readers
 from pipeline.data.readers import MalformedDataError, load_sts_benchmark
 from pipeline.errors import PipelineError
 from pipeline.evaluation import mteb_tasks
+from pipeline.reporting import runs as reporting_runs
 
-from conftest import MIRROR, REPO_ROOT, tiny_preset
+from conftest import MIRROR, REPO_ROOT, committed_text, tiny_preset
 from tiny_models import save_tiny_bert
 
 SENTEVAL = MIRROR / "senteval"
@@ -477,3 +478,230 @@ def test_a_bad_combination_stops_the_stage_at_load_before_any_model(project):
     line = one_line_exit_2(result)
     assert line == "error: invalid params: train.losses=[] switches every loss term off; allowed: a non-empty subset of nce, icnce, ictn"
     assert not (project / "data" / "models").exists()
+
+
+# ----------------------------------------------------------------------------- the report's inputs (issue 43)
+
+DETAILS = "reports/metrics/details/joint.json"
+BOOTSTRAP = "reports/metrics/bootstrap/joint.json"
+
+
+def committed_json(path: str) -> dict:
+    """A report input as the pipeline wrote it (the committed one), to damage."""
+    return json.loads(committed_text(path))
+
+
+def report_project(root: Path, params: dict, files: dict[str, str]) -> None:
+    """params.yaml, the committed tables.yaml and claims.yaml, and the given report inputs (path → text)."""
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    for name in ("tables.yaml", "claims.yaml"):
+        (root / name).write_text((REPO_ROOT / name).read_text())
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+
+
+def run_report(root: Path, monkeypatch, capsys, experiments: list | None = None) -> str:
+    """The report stage in `root` (experiments: these runs instead of `dvc exp show`); its one error line."""
+    import typer
+
+    from stages.report import command
+
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(reporting_runs, "search_experiments", lambda commits: reporting_runs.ExperimentSearch(experiments or []))
+    with pytest.raises(typer.Exit) as caught:
+        command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue=None, run=False)
+    assert caught.value.exit_code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert not (root / "reports" / "tables").exists() and not (root / "reports" / "REPRODUCTION.md").exists()  # nothing written
+    return line
+
+
+def test_a_report_over_a_truncated_bootstrap_file_exits_2_naming_it(tmp_path, monkeypatch, capsys, tiny_params_dict):
+    """It read as "no bootstrap resamples", made the model's verdicts inconclusive and exited 0 (D9)."""
+    files = {path: committed_text(path) for path in (DETAILS, "reports/metrics/details/uc.json", "reports/metrics/bootstrap/uc.json")}
+    files[BOOTSTRAP] = committed_text(BOOTSTRAP)[:5000]
+    report_project(tmp_path, tiny_params_dict, files)
+    line = run_report(tmp_path, monkeypatch, capsys)
+    assert line.startswith(f"error: {BOOTSTRAP} is corrupt (not valid JSON: ")
+    assert line.endswith(f"rebuild it with `dvc repro evaluate@joint`, or `git checkout -- {BOOTSTRAP}` restores the committed one")
+
+
+def test_a_nan_in_a_workspace_result_stops_the_report_instead_of_taking_another_runs(tmp_path, monkeypatch, capsys,
+                                                                                     tiny_params_dict):
+    """A NaN avg made tncse-uc-beats-twin take TNCSE from the committed commit, the table still
+    saying "workspace" (D12): the workspace's file is corrupt, and that is what the report says."""
+    committed = {path: committed_json(path) for path in (DETAILS, BOOTSTRAP)}
+    damaged = committed_text(DETAILS).replace('"avg": 73.64', '"avg": NaN', 1)
+    assert "NaN" in damaged
+    report_project(tmp_path, tiny_params_dict, {DETAILS: damaged, BOOTSTRAP: committed_text(BOOTSTRAP)})
+    line = run_report(tmp_path, monkeypatch, capsys, [reporting_runs.Run("commit 35ff6e0", tiny_params_dict, committed)])
+    assert line.startswith(f"error: {DETAILS} is corrupt (it holds NaN, which is not a finite number)")
+
+
+def edited(path: str, change) -> str:
+    data = committed_json(path)
+    change(data)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("path, text, expected", [
+    # D13: Infinity passed through ("+inf [−0.28, 0.17] holds")
+    (DETAILS, lambda: committed_text(DETAILS).replace('"avg": 73.64', '"avg": Infinity', 1), "it holds Infinity"),
+    (DETAILS, lambda: committed_text(DETAILS).replace('"avg": 73.64', '"avg": 1e999', 1), "avg is not a finite number"),
+    (DETAILS, lambda: edited(DETAILS, lambda data: data.update(avg="73.64")), "avg is '73.64', not a number"),
+    (DETAILS, lambda: edited(DETAILS, lambda data: data["STS12"].pop("all")), "STS12.all is null, not a number"),
+    (DETAILS, lambda: edited(DETAILS, lambda data: data["intervals"]["avg"].update(low=80.0)),
+     "intervals.avg: low 80.0 is above high"),
+    # D11: null scores gave "[nan, nan] inconclusive"
+    (BOOTSTRAP, lambda: edited(BOOTSTRAP, lambda data: data["scores"].update(avg=[None] * 1000)),
+     "scores.avg[0] is null, not a finite number"),
+    # D10: scores as strings, or 999 scores where 1000 are expected, were a ValueError traceback
+    (BOOTSTRAP, lambda: edited(BOOTSTRAP, lambda data: data["scores"].update(STS13=[str(v) for v in data["scores"]["STS13"]])),
+     "scores.STS13[0] is '"),
+    (BOOTSTRAP, lambda: edited(BOOTSTRAP, lambda data: data["scores"]["STS12"].pop()),
+     "scores.STS12 is 999 scores where 1000 are expected"),
+    (BOOTSTRAP, lambda: edited(BOOTSTRAP, lambda data: data.update(resamples="1000")), "resamples is '1000', not a count"),
+    (BOOTSTRAP, lambda: edited(BOOTSTRAP, lambda data: data.update(indices=None)), "indices is null"),
+    (BOOTSTRAP, lambda: "[]", "the file is a list, not a mapping"),
+    ("reports/metrics/joint.json", lambda: '{"STS12": NaN, "avg": 70.0}', "it holds NaN"),
+    ("reports/analysis/joint.json", lambda: '{"gmacs": -Infinity}', "it holds -Infinity"),
+    ("reports/mteb/joint.json", lambda: '{"suites": {"local-sts": {"avg": 1e400}}}', "suites.local-sts.avg is not a finite number"),
+    ("reports/mteb/joint.json", lambda: '\udcff', "it is not UTF-8 text"),
+])
+def test_a_corrupt_report_input_is_one_line_naming_it(tmp_path, tiny_params_dict, path, text, expected):
+    (tmp_path / path).parent.mkdir(parents=True)
+    (tmp_path / path).write_text(text(), errors="surrogateescape")
+    with pytest.raises(PipelineError) as caught:
+        reporting_runs.workspace_run(tiny_params_dict, tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{path} is corrupt (") and expected in message and "\n" not in message
+
+
+def test_details_and_bootstrap_files_of_two_runs_are_refused(tmp_path, tiny_params_dict):
+    """The half-updated set of D17: new details beside an old bootstrap file (another resample count)."""
+    def older(data: dict) -> None:
+        data.update(resamples=40, indices="0" * 64, scores={task: scores[:40] for task, scores in data["scores"].items()})
+
+    for path, text in ((DETAILS, committed_text(DETAILS)), (BOOTSTRAP, edited(BOOTSTRAP, older))):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    with pytest.raises(PipelineError, match=rf"^{BOOTSTRAP} is corrupt \(its 40 resamples are not the 1000 of {DETAILS} "
+                                            r"\(other indices\): the two files come from different runs\); rebuild it"):
+        reporting_runs.workspace_run(tiny_params_dict, tmp_path)
+
+
+def test_absent_inputs_are_not_run_and_an_empty_bootstrap_file_is_no_resamples(tmp_path, tiny_params_dict):
+    """Absent stays absent (a row missing, a claim not run); `eval.bootstrap: 0` writes an empty file that is valid."""
+    (tmp_path / "reports" / "metrics" / "bootstrap").mkdir(parents=True)
+    (tmp_path / "reports" / "metrics" / "bootstrap" / "uc.json").write_text(
+        json.dumps({"resamples": 0, "seed": 42, "indices": None, "scores": {}}))
+    run = reporting_runs.workspace_run(tiny_params_dict, tmp_path)
+    assert run.resamples("joint") is None and run.resamples("uc")["resamples"] == 0 and run.value("joint", "avg") is None
+
+
+def test_training_records_are_checked_when_read(tmp_path):
+    from pipeline.reporting.report import write_training_figures
+
+    details = tmp_path / "reports" / "training" / "details"
+    details.mkdir(parents=True)
+    (details / "joint.json").write_text('{"steps": 12, "environment": "cpu"}')
+    with pytest.raises(PipelineError, match=r"^reports/training/details/joint.json is corrupt \(environment is 'cpu', not a mapping\)"):
+        reporting_runs.recorded_environments(tmp_path)
+    (details / "joint.json").write_text('{"steps": 12, "best_dev_stsb": NaN}')
+    with pytest.raises(PipelineError, match="it holds NaN"):
+        reporting_runs.recorded_environments(tmp_path)
+    training = tmp_path / "reports" / "training"
+    (training / "joint.csv").write_text("step,loss,dev_stsb\n1,0.5,\n2,0.4,80.1\n")
+    write_training_figures(training, tmp_path / "figures")  # an empty cell is a step without a dev score
+    (training / "joint.csv").write_text("step,loss\n1,0.5\n2,0.4\n3,0.3x\n")
+    with pytest.raises(PipelineError, match=r"reports/training/joint.csv is corrupt \(column loss holds text, not numbers\)"):
+        write_training_figures(training, tmp_path / "figures2")
+    (training / "joint.csv").write_text("step,loss\n1,0.5\n,0.4\n")
+    with pytest.raises(PipelineError, match="a row without its step"):
+        write_training_figures(training, tmp_path / "figures2")
+    (training / "joint.csv").write_text("step,loss\n1,0.5\n2,inf\n")
+    with pytest.raises(PipelineError, match="a value that is not a finite number"):
+        write_training_figures(training, tmp_path / "figures2")
+    assert not (tmp_path / "figures2").exists()
+
+
+def test_a_corrupt_file_of_an_experiments_commit_names_the_commit(tmp_path):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    (tmp_path / "reports" / "metrics" / "bootstrap").mkdir(parents=True)
+    (tmp_path / BOOTSTRAP).write_text(committed_text(BOOTSTRAP)[:300])
+    git("add", ".")
+    git("commit", "-qm", "run")
+    rev = git("rev-parse", "HEAD")
+    with pytest.raises(PipelineError) as caught:
+        reporting_runs.revision_files(rev, tmp_path)
+    assert str(caught.value).startswith(f"{BOOTSTRAP} of revision {rev[:7]} is corrupt (not valid JSON")
+    assert "dvc exp remove" in str(caught.value)
+    listed = [{"rev": rev, "name": "main", "data": {"params": {"params.yaml": {"data": {"seed": 1}}},
+                                                   "metrics": {"reports/metrics/joint.json": {"data": {"avg": float("nan")}}}}}]
+    with pytest.raises(PipelineError, match=r"^reports/metrics/joint.json of commit .* is corrupt \(avg is not a finite number\)"):
+        reporting_runs.experiment_runs(listed)
+
+
+def test_checkpoints_results_are_checked_when_read(tmp_path):
+    from pipeline.reporting.checkpoints_table import read_results
+
+    results = json.loads(committed_text("reports/checkpoints.json"))
+    key = next(key for key, entry in results["rows"].items() if entry["status"] == "scored")
+    results["rows"][key]["scores"]["avg"] = "73.1"
+    (tmp_path / "checkpoints.json").write_text(json.dumps(results))
+    with pytest.raises(PipelineError, match=rf"checkpoints.json is corrupt \(rows.{key}: avg is '73.1', not a number\); rerun"):
+        read_results(tmp_path / "checkpoints.json")
+
+
+# ----------------------------------------------------------------------------- a stage's outputs as one set (D17)
+
+
+def test_the_evaluate_stage_writes_all_its_outputs_or_none(project):
+    """A reports/ that could not be written failed after the details and bootstrap files were
+    already written, a half-updated set (D17): here a file in place of reports/mteb."""
+    outputs = [project / "reports" / folder / "backbone.json" for folder in ("metrics/details", "metrics/bootstrap", "metrics")]
+    before = {path: path.read_bytes() if path.is_file() else None for path in outputs}
+    mteb = project / "reports" / "mteb"
+    shutil.rmtree(mteb, ignore_errors=True)
+    mteb.parent.mkdir(exist_ok=True)
+    mteb.write_text("not a folder")
+    try:
+        settings = with_settings(project, "no-mteb", **{"eval.mteb.enabled": False, "eval.bootstrap": 40})
+        line = one_line_exit_2(run_stage(project, "evaluate", "--name", "backbone", "--params", str(settings)))
+    finally:
+        mteb.unlink()
+    assert line == "error: cannot create the folder reports/mteb: File exists"
+    assert {path: path.read_bytes() if path.is_file() else None for path in outputs} == before
+
+
+def test_a_set_whose_last_rename_fails_puts_the_first_ones_back(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = [Path("reports") / name for name in ("a.json", "b.json", "c.json")]
+    paths[0].parent.mkdir()
+    paths[0].write_text("old a")
+    paths[1].write_text("old b")
+    replace = os.replace
+
+    def refuse_c(source, destination):
+        if Path(destination).name == "c.json":
+            raise PermissionError(13, "Permission denied")
+        return replace(source, destination)
+
+    monkeypatch.setattr(atomic_io.os, "replace", refuse_c)
+    with pytest.raises(PipelineError) as caught:
+        atomic_io.write_json_files_atomic({path: {"new": 1} for path in paths})
+    assert str(caught.value) == (
+        "cannot write reports/c.json: Permission denied; none of the 3 files (a.json, b.json, c.json) was changed. "
+        "Make reports writable and rerun"
+    )
+    assert paths[0].read_text() == "old a" and paths[1].read_text() == "old b" and not paths[2].exists()
+    assert list((tmp_path / ".tmp").iterdir()) == []  # no temporary or backup left
+    monkeypatch.setattr(atomic_io.os, "replace", replace)
+    atomic_io.write_json_files_atomic({path: {"new": 1} for path in paths})
+    assert all(json.loads(path.read_text()) == {"new": 1} for path in paths)

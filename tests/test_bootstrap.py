@@ -109,14 +109,15 @@ def test_resampling_is_stratified_every_subset_keeps_its_size(tasks):
     assert len(sts12.subsets) > 1 and positions.shape == (50, start)
 
 
-def test_a_negative_or_too_small_bootstrap_is_refused_with_one_line(tiny_params_dict):
-    for value in (-1, 5, True):
+def test_a_negative_too_small_or_too_large_bootstrap_is_refused_with_one_line(tiny_params_dict):
+    for value in (-1, 5, True, 10_001, 1_000_000_000):  # 10⁹ was a 294 GiB allocation error (issue 43, D14)
         tiny_params_dict["eval"]["bootstrap"] = value
-        with pytest.raises(PipelineError, match=r"eval.bootstrap=.*: allowed: 0 \(no intervals\) or .* 40 or more") as error:
+        with pytest.raises(PipelineError, match=r"eval.bootstrap=.*: allowed: 0 \(no intervals\) or .* from 40 to 10000") as error:
             parse_params(tiny_params_dict)
         assert "\n" not in str(error.value)
-    tiny_params_dict["eval"]["bootstrap"] = 0
-    assert parse_params(tiny_params_dict).eval.bootstrap == 0
+    for value in (0, 40, 10_000):
+        tiny_params_dict["eval"]["bootstrap"] = value
+        assert parse_params(tiny_params_dict).eval.bootstrap == value
 
 
 # ----------------------------------------------------------------------------- the evaluate stage writes it

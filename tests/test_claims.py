@@ -236,6 +236,12 @@ def test_a_value_claim_on_a_model_with_seed_runs_uses_them(paper_params):
         (value_claim(row="TNCSE-XL"), "claims.0 (tncse-bert-avg): row 'TNCSE-XL' is not in table tncse-sts-bert"),
         (order_claim(better=TNCSE | {"experiment": {"overrides": ["train.cale=6"]}}), "unknown setting 'train.cale'"),
         (order_claim(margin=-0.5), "margin_reason"),
+        # a NaN margin turned a "holds" inconclusive, an infinite ε made Δ −5.94 "reproduced" (issue 43, D7)
+        (order_claim(margin=float("nan"), margin_reason="r"),
+         "claims.0.order.margin=nan: Input should be a finite number (claim tncse-beats-untrained)"),
+        (value_claim(epsilon=float("inf"), epsilon_reason="r"),
+         "claims.0.value.epsilon=inf: Input should be a finite number (claim tncse-bert-avg)"),
+        (value_claim(epsilon=-0.5, epsilon_reason="r"), "claims.0.value.epsilon=-0.5: Input should be greater than 0"),
     ],
 )
 def test_a_bad_claim_spec_is_one_line(claim, expected, tiny_params_dict):
@@ -317,3 +323,24 @@ def test_the_environment_is_rendered_as_recorded(tmp_path, tiny_params_dict):
     text = (tmp_path / "R.md").read_text()
     assert "- gpu.name: NVIDIA H100\n- gpu.count: 1\n- torch: 2.5.1\n- precision: bf16" in text
     assert "environment not recorded" not in text
+
+
+def test_the_environment_facts_every_record_shares_are_printed_once(tmp_path, tiny_params_dict):
+    """Four records of ~20 facts each repeated them all four times (issue 43, item 5)."""
+    shared = {"cpu": {"model": "Intel Xeon", "capability": "AVX512"}, "torch": "2.5.1", "precision": "fp32"}
+    environments = {
+        "reports/training/details/joint.json": shared | {"per_device_batch": 16, "data": "I"},
+        "reports/training/details/pretrain-I.json": shared | {"per_device_batch": 16, "data": "I"},
+        "reports/training/details/pretrain-II.json": shared | {"per_device_batch": 16, "data": "II"},
+        "reports/metrics/details/joint.json": shared | {"per_device_batch": None},
+    }
+    claims = parse_claims(claims_file(order_claim()), TABLES, tiny_params_dict)
+    verdicts = evaluate_claims(claims, TABLES, RunSource(Run("workspace", tiny_params_dict, {}), lambda: ExperimentSearch([])))
+    write_reproduction(verdicts, claims, tiny_params_dict, environments, tmp_path / "R.md", tmp_path / "c.json")
+    text = (tmp_path / "R.md").read_text()
+    assert text.count("- torch: 2.5.1") == 1 and text.count("- cpu.model: Intel Xeon") == 1
+    assert "Common to all 4 records:\n\n- cpu.model: Intel Xeon\n- cpu.capability: AVX512\n- torch: 2.5.1\n- precision: fp32\n" in text
+    assert "Where they differ (per_device_batch, data):" in text
+    assert ("Recorded by `reports/training/details/joint.json`, `reports/training/details/pretrain-I.json`:\n\n"
+            "- per_device_batch: 16\n- data: I\n") in text
+    assert "Recorded by `reports/metrics/details/joint.json`:\n\n- per_device_batch: None\n- data: (not recorded)\n" in text

@@ -23,7 +23,7 @@ from pipeline.reporting.runs import ExperimentSearch, Run, experiment_runs, metr
 from pipeline.reporting.spec import load_tables, parse_tables
 from pipeline.reporting.tables import Row, RunSource, build_table, check_override_keys
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, committed_text
 
 EXP_SHOW = json.loads((Path(__file__).parent / "fixtures" / "exp_show_cael.json").read_text())
 TABLES = load_tables(REPO_ROOT / "tables.yaml")
@@ -255,6 +255,60 @@ def test_spec_errors_are_one_line_naming_the_key(spec, expected):
         parse_tables(spec)
     assert expected in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+def with_column(path: str) -> dict:
+    spec = minimal_spec()
+    spec["tables"]["t"]["columns"] = {path: "Score"}
+    spec["tables"]["t"]["rows"][0]["paper"] = {}
+    return spec
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [  # a mistyped path made every cell "missing" with no warning (issue 43, D8)
+        ("STS12.al", "column 'STS12.al': no such score in reports/metrics/details/<model>.json; did you mean 'STS12.all'?"),
+        ("STS12.subsets.MSRpr", "did you mean 'STS12.subsets.MSRpar'?"),
+        ("STSBenchmark.all", "did you mean 'STSBenchmark.test'?"),
+        ("analysis:gmac", "column 'analysis:gmac': no such number in reports/analysis/<model>.json; did you mean 'gmacs'?"),
+        ("analysis:norm_probe.pooler.mena", "did you mean 'norm_probe.pooler.mean'?"),
+        ("mteb:suites.local-stss.avg", "no MTEB suite 'local-stss' in conf/mteb/; did you mean 'local-sts'?"),
+        ("mteb:suites.jtcse-sts-en.tasks.STS17.mian", "suite jtcse-sts-en records no 'tasks.STS17.mian'"),
+        ("mteb:suites.jtcse-sts22.tasks.en.subsets.de", "suite jtcse-sts22 records no 'tasks.en.subsets.de'"),
+        ("mteb:jtcse-sts22.avg", "an MTEB column is suites.<suite>.<number>"),
+    ],
+)
+def test_a_column_path_outside_the_files_layout_is_one_line(path, expected):
+    with pytest.raises(PipelineError) as caught:
+        parse_tables(with_column(path))
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith("invalid tables.yaml: tables.t.columns")
+
+
+@pytest.mark.parametrize("path", [
+    "STS12.all", "STS16.mean", "STS12.subsets.surprise.OnWN", "SICKRelatedness.test", "avg", "analysis:eta",
+    "analysis:norm_probe.last_hidden_cls.q95", "mteb:suites.jtcse-sts-en.tasks.STS22.v2.main",
+    "mteb:suites.jtcse-sts-en.tasks.STS17.subsets.en-en", "mteb:suites.local-retrieval.metrics.map_at_10",
+    "mteb:suites.jtcse-retrieval.metrics_mean",
+])
+def test_column_paths_of_the_files_layout_are_accepted(path):
+    assert parse_tables(with_column(path)).tables["t"].columns == {path: "Score"}
+
+
+def test_every_analysis_column_the_spec_accepts_is_a_number_the_analyze_stage_writes():
+    """The declared layout (pipeline.reporting.columns.analysis_columns) against a file the analyze
+    stage wrote (the committed one), so that it cannot drift from what pipeline/analysis writes."""
+    from pipeline.reporting.columns import analysis_columns
+
+    written = json.loads(committed_text("reports/analysis/joint.json"))
+    for column in analysis_columns():
+        assert metric_at(written, column) is not None, column
+
+
+def test_paper_numbers_must_be_finite():
+    spec = minimal_spec(paper={"Avg.": float("nan")})
+    with pytest.raises(PipelineError, match=r"tables.t.rows.0.paper.Avg..*finite number"):
+        parse_tables(spec)
 
 
 def test_an_override_of_an_unknown_setting_is_refused():

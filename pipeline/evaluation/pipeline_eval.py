@@ -104,18 +104,21 @@ class PipelineEvaluation:
 
 def run_pipeline_evaluation(name: str, params: Params) -> PipelineEvaluation:
     """Evaluate a model of the pipeline (`evaluate_pipeline_model`) and write its files: the details
-    (with the environment), the bootstrap scores, the provenance, the headline metrics, the MTEB results."""
-    from pipeline.environment import evaluation_environment, write_provenance
+    (with the environment), the bootstrap scores, the provenance, the headline metrics, the MTEB results,
+    as one set: all of them or none (`write_json_files_atomic`)."""
+    from pipeline.environment import evaluation_environment, provenance_file, provenance_record
     from pipeline.evaluation.sts import headline_scores
-    from pipeline.io import write_json_atomic
+    from pipeline.io import write_json_files_atomic
 
     results, mteb, bootstrap = evaluate_pipeline_model(name, params)
-    write_json_atomic(paths.METRICS_DETAILS / f"{name}.json", {**results, "environment": evaluation_environment(params)})
-    write_json_atomic(paths.METRICS_BOOTSTRAP / f"{name}.json", bootstrap)
-    write_provenance(f"evaluate-{name}")
     headline = paths.metrics_file(name)
-    write_json_atomic(headline, headline_scores(results))
-    write_json_atomic(paths.MTEB / f"{name}.json", mteb)
+    write_json_files_atomic({
+        paths.METRICS_DETAILS / f"{name}.json": {**results, "environment": evaluation_environment(params)},
+        paths.METRICS_BOOTSTRAP / f"{name}.json": bootstrap,
+        provenance_file(f"evaluate-{name}"): provenance_record(f"evaluate-{name}"),
+        headline: headline_scores(results),
+        paths.MTEB / f"{name}.json": mteb,
+    })
     return PipelineEvaluation(results, mteb, headline, paths.MTEB / f"{name}.json")
 
 

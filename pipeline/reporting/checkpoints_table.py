@@ -17,6 +17,7 @@ from pipeline.checkpoints import COLUMNS, Catalogue, our_column
 from pipeline.config import read_yaml_file
 from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
+from pipeline.reporting.inputs import CorruptFile, check_details, corrupt_error
 from pipeline.reporting.render import signed
 
 STATUS_TEXT = {"scored": "scored", "not_reached": "not reached", "not_scoreable": "not scoreable"}
@@ -31,11 +32,26 @@ class CheckpointTable:
 
 
 def read_results(path: Path) -> dict:
-    """The checkpoints stage's results file (one line naming the fix when it is missing or malformed)."""
+    """The checkpoints stage's results file (one line naming the fix when it is missing or malformed):
+    each row's status, and a scored row's scores checked as a details file's (finite numbers)."""
     results = read_yaml_file(path, "run the checkpoints stage first (`dvc repro checkpoints`)")
     if not isinstance(results, dict) or not isinstance(results.get("rows"), dict):
         raise PipelineError(f"{path} is not a checkpoints results file (no `rows`); rerun `dvc repro checkpoints`")
+    for key, entry in results["rows"].items():
+        try:
+            _check_row(entry)
+        except CorruptFile as error:
+            raise corrupt_error(path, f"rows.{key}: {error}", "rerun `dvc repro checkpoints`") from None
     return results
+
+
+def _check_row(entry: object) -> None:
+    if not isinstance(entry, dict) or entry.get("status") not in STATUS_TEXT:
+        raise CorruptFile(f"no status of {', '.join(STATUS_TEXT)}")
+    if entry["status"] == "scored":
+        check_details(entry.get("scores"))
+    elif not isinstance(entry.get("reason"), str):
+        raise CorruptFile("a row that is not scored says why (reason)")
 
 
 def _cell(ours: float | None, theirs: float | None) -> str:

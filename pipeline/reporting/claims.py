@@ -169,12 +169,22 @@ def parse_claims(raw: object, tables: TablesFile, params: dict[str, Any], source
     try:
         claims = ClaimsFile.model_validate(raw)
     except ValidationError as error:
-        raise PipelineError(f"invalid {source}: {describe_validation_error(error, str(source))}") from None
+        raise PipelineError(f"invalid {source}: {describe_validation_error(error, str(source))}{_claim_named(error, raw)}") from None
     for index, claim in enumerate(claims.claims):
         problem = _cross_check(claim, tables, params)
         if problem:
             raise PipelineError(f"invalid {source}: claims.{index} ({claim.id}): {problem}")
     return claims
+
+
+def _claim_named(error: ValidationError, raw: object) -> str:
+    """" (claim <id>)" when the first problem lies inside a claim that has an id, for the message."""
+    location = error.errors()[0]["loc"]
+    if len(location) > 1 and location[0] == "claims" and isinstance(location[1], int) and isinstance(raw, dict):
+        claim = raw["claims"][location[1]]
+        if isinstance(claim, dict) and isinstance(claim.get("id"), str):
+            return f" (claim {claim['id']})"
+    return ""
 
 
 def load_claims(tables: TablesFile, params: dict[str, Any], path: Path | str = CLAIMS_FILE) -> ClaimsFile:

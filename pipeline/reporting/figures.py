@@ -251,10 +251,10 @@ def training_curve_figure(curves: Mapping[str, Any], column: str, label: str) ->
 
 
 def training_figures(folder: Path) -> dict[str, bytes]:
-    """The two training figures from every <stage>.csv of reports/training/ (`folder`)."""
-    import pandas as pd
+    """The two training figures from every <stage>.csv of reports/training/ (`folder`), each checked on read."""
+    from pipeline.reporting.inputs import read_training_curve
 
-    curves = {path.stem: pd.read_csv(path) for path in sorted(folder.glob("*.csv"))}
+    curves = {path.stem: read_training_curve(path) for path in sorted(folder.glob("*.csv"))}
     return {
         "training_loss.png": training_curve_figure(curves, "loss", "training loss"),
         "training_dev.png": training_curve_figure(curves, "dev_stsb", "STS-B dev Spearman × 100"),

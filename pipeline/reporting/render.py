@@ -217,21 +217,35 @@ def _flatten(record: dict, prefix: str = "") -> list[tuple[str, object]]:
     return pairs
 
 
+NOT_RECORDED = "(not recorded)"
+
+
 def environment_section(environments: dict[str, dict]) -> list[str]:
-    """Each distinct environment record as `key: value` lines, with the files that recorded it."""
+    """The environment records as `key: value` lines: the facts every record shares once, then, for
+    each group of files whose records agree, only the facts that differ between records."""
     lines = ["## Environment", ""]
     if not environments:
         return lines + [
             "environment not recorded (no \"environment\" in reports/training/details/*.json or "
             "reports/metrics/details/*.json)", "",
         ]
-    grouped: dict[str, tuple[dict, list[str]]] = {}
-    for path, record in environments.items():
-        key = repr(sorted(_flatten(record), key=lambda pair: pair[0]))
-        grouped.setdefault(key, (record, []))[1].append(path)
-    for record, paths in grouped.values():
+    facts = {path: dict(_flatten(record)) for path, record in environments.items()}
+    keys = list(dict.fromkeys(key for record in facts.values() for key in record))
+    common = [key for key in keys if len({repr(record.get(key, NOT_RECORDED)) for record in facts.values()}) == 1]
+    differing = [key for key in keys if key not in common]
+    first = next(iter(facts.values()))
+    shared = f"Common to all {len(facts)} records" if len(facts) > 1 else f"Recorded by `{next(iter(facts))}`"
+    lines += [f"{shared}:", ""] + [f"- {key}: {first[key]}" for key in common] + [""]
+    if not differing:
+        return lines
+    lines += [f"Where they differ ({', '.join(differing)}):", ""]
+    grouped: dict[str, list[str]] = {}
+    for path, record in facts.items():
+        grouped.setdefault(repr([record.get(key, NOT_RECORDED) for key in differing]), []).append(path)
+    for paths in grouped.values():
+        record = facts[paths[0]]
         lines += [f"Recorded by {', '.join(f'`{path}`' for path in paths)}:", ""]
-        lines += [f"- {key}: {value}" for key, value in _flatten(record)] + [""]
+        lines += [f"- {key}: {record.get(key, NOT_RECORDED)}" for key in differing] + [""]
     return lines
 
 

@@ -27,6 +27,7 @@ import yaml
 from pipeline.config import setting_default
 from pipeline.errors import PipelineError
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
+from pipeline.reporting.inputs import check_report_data, check_run_files, read_report_file, read_report_text
 from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
 
 log = logging.getLogger(__name__)
@@ -159,14 +160,18 @@ def has_param(params: dict[str, Any], key: str) -> bool:
     return param_at(params, key) is not _ABSENT
 
 
+RUN_FOLDERS = (METRICS, METRICS_DETAILS, METRICS_BOOTSTRAP, ANALYSIS, MTEB)  # the files a run's rows read
+
+
 def workspace_run(params: dict[str, Any], root: Path = Path(".")) -> Run:
+    """The workspace's run: its files of `RUN_FOLDERS`, each checked on read (`pipeline.reporting.inputs`:
+    a corrupt one stops the report, naming it)."""
     files = {}
-    for folder in (METRICS, METRICS_DETAILS, METRICS_BOOTSTRAP, ANALYSIS, MTEB):
+    for folder in RUN_FOLDERS:
         for path in sorted((root / folder).glob("*.json")):
-            try:
-                files[(folder / path.name).as_posix()] = json.loads(path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                log.warning("%s is not valid JSON; its rows count as missing", folder / path.name)
+            relative = (folder / path.name).as_posix()
+            files[relative] = read_report_file(root, relative)
+    check_run_files(files)
     return Run("workspace", params, files)
 
 
@@ -177,12 +182,10 @@ def recorded_environments(root: Path = Path(".")) -> dict[str, dict[str, Any]]:
     found = {}
     for folder in (TRAINING_DETAILS, METRICS_DETAILS):
         for path in sorted((root / folder).glob("*.json")):
-            try:
-                record = json.loads(path.read_text(encoding="utf-8")).get("environment")
-            except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
-                continue  # the tables already warn about files that are not JSON objects
-            if isinstance(record, dict) and record:
-                found[(folder / path.name).as_posix()] = record
+            relative = (folder / path.name).as_posix()
+            record = read_report_file(root, relative).get("environment")
+            if record:
+                found[relative] = record
     return found
 
 
@@ -210,16 +213,21 @@ def _run_of(entry: dict[str, Any], name: str, read_files: ReadFiles | None) -> l
     params = ((data.get("params") or {}).get("params.yaml") or {}).get("data")
     if not isinstance(params, dict):
         return []
-    files = {path: found["data"] for path, found in (data.get("metrics") or {}).items() if "data" in (found or {})}
+    files = {
+        path: check_report_data(path, found["data"], name)
+        for path, found in (data.get("metrics") or {}).items() if "data" in (found or {})
+    }
     if read_files is not None and isinstance(entry.get("rev"), str):
         files |= read_files(entry["rev"])
+    check_run_files(files, name)
     return [Run(name, params, files, data.get("timestamp"))]
 
 
 def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
     """The JSON files under reports/metrics/details, reports/metrics/bootstrap, reports/analysis and reports/mteb committed at git revision
-    `rev` (an experiment's commit), by repository-relative path. A revision git cannot read gives
-    none, with a warning naming it."""
+    `rev` (an experiment's commit), by repository-relative path, each checked as the workspace's are
+    (a corrupt one stops the report, naming it and the revision). A
+    revision git cannot read gives none, with a warning naming it."""
     folders = [METRICS_DETAILS.as_posix(), METRICS_BOOTSTRAP.as_posix(), ANALYSIS.as_posix(), MTEB.as_posix()]
     try:
         listed = _git(["ls-tree", "-r", "--name-only", rev, "--", *folders], root).decode().splitlines()
@@ -233,10 +241,7 @@ def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
         header, _, rest = rest.partition(b"\n")
         size = int(header.split()[2])
         body, rest = rest[:size], rest[size + 1 :]
-        try:
-            files[path] = json.loads(body.decode("utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            log.warning("%s at %s is not valid JSON; its rows count as missing", path, rev[:7])
+        files[path] = read_report_text(path, body, f"revision {rev[:7]}")
     return files
 
 
@@ -257,11 +262,14 @@ def search_experiments(num_commits: int) -> ExperimentSearch:
     their details and analysis files read from git."""
     command = ["dvc", "exp", "show", "--json", "--num", str(num_commits)]
     try:
-        shown = _run_dvc(command, DVC_TIMEOUT_SECONDS)
-        return ExperimentSearch(experiment_runs(json.loads(shown), revision_files))
+        shown = json.loads(_run_dvc(command, DVC_TIMEOUT_SECONDS))
     except PipelineError as error:
         return ExperimentSearch([], str(error))
-    except (json.JSONDecodeError, AttributeError, TypeError):
+    except json.JSONDecodeError:
+        shown = None
+    try:
+        return ExperimentSearch(experiment_runs(shown, revision_files))  # a corrupt file of a run stops the report
+    except (AttributeError, TypeError):
         return ExperimentSearch([], f"`{' '.join(command)}` did not print the expected JSON")
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.models import MODEL_NAMES
+from pipeline.reporting.columns import analysis_column_problem, mteb_column_problem, sts_column_problem
 
 TABLES_FILE = Path("tables.yaml")
 ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
@@ -30,7 +31,7 @@ _TABLE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
 class Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # a NaN margin or infinite ε decides nothing
 
 
 def _check_overrides(overrides: list[str]) -> list[str]:
@@ -100,6 +101,15 @@ class TableSpec(Spec):
     def _check(cls, overrides: list[str]) -> list[str]:
         return _check_overrides(overrides)
 
+    @field_validator("columns")
+    @classmethod
+    def _known_columns(cls, columns: dict[str, str]) -> dict[str, str]:
+        for column in columns:
+            problem = column_problem(column)
+            if problem:
+                raise ValueError(f"column {column!r}: {problem}")
+        return columns
+
     @model_validator(mode="after")
     def _check_rows(self) -> "TableSpec":
         headers = list(self.columns.values())
@@ -140,6 +150,15 @@ class TablesFile(Spec):
             if not _TABLE_ID.match(table_id):
                 raise ValueError(f"table id {table_id!r} must be lowercase letters, digits and dashes")
         return tables
+
+
+def column_problem(column: str) -> str | None:
+    """What is wrong with a column's metric path, by the layout of the file its prefix names; None if it is one."""
+    if column.startswith(ANALYSIS_PREFIX):
+        return analysis_column_problem(column.removeprefix(ANALYSIS_PREFIX))
+    if column.startswith(MTEB_PREFIX):
+        return mteb_column_problem(column.removeprefix(MTEB_PREFIX))
+    return sts_column_problem(column)
 
 
 def split_override(override: str) -> tuple[str, str]:
