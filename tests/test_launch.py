@@ -88,7 +88,9 @@ def make_project(root: Path) -> Path:
     # one dev evaluation, at the last step: a tiny random model's dev scores at steps 3 and 6 are a near
     # tie (0.04 apart) that float rounding between one and two processes breaks either way
     steps = dict(batch_size=8, max_steps=6, eval_every=6, save_every=2, dropout=0.1)
-    raw["pretrain"].update(steps)
+    # pretrain: sentences up to 128 characters, so the ranks' rows pad to unequal widths (with the old
+    # per-rank masks their generators then drifted apart, and a resume gave rank 1 rank 0's: issue 43 D1)
+    raw["pretrain"].update(steps, max_length=128)
     raw["train"].update(steps, jtcse_dropout=0.1, lr=1e-3)  # a rate that moves the towers in 6 steps
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
