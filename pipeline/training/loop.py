@@ -8,8 +8,9 @@ how the result is saved); `train` does the rest, in four phases read top to bott
    are all-reduced once per step, on the last micro-batch), optional clipping of the accumulated
    gradient, AdamW (fused on CUDA) with a linear or constant schedule;
 3. **evaluate and keep the best**: STS-B dev every `eval_every` steps (and at the end), the best
-   weights kept for the output (`best-<step>/`, the step the metrics name);
-4. **finish**: the best (or, with no scorer, the final) model written in Hugging Face format, the checkpoints removed.
+   weights kept for the output (`best-<step>/`, the step the metrics name, with its files' checksums);
+4. **finish**: the best (verified against its checksums; or, with no scorer, the final) model written in
+   Hugging Face format, the checkpoints removed.
 
 Batches come from `batching.py` (tokenised once per stage, seeded uniform random batches or
 length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
@@ -266,7 +267,8 @@ class _Run:
 
 
 def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext):
-    """The model on its device (activation-checkpointed, compiled, DDP-wrapped where set), AdamW and the schedule."""
+    """The model on its device (under DDP with global-batch dropout; activation-checkpointed, compiled,
+    DDP-wrapped where set), AdamW and the schedule."""
     model = task.model.to(context.device)
     if context.world_size > 1:  # dropout masks drawn over the global batch, as one process draws them
         shard_dropout(model, Shard(context.rank, context.world_size))

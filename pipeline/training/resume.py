@@ -126,7 +126,8 @@ def latest_resume_state(resume_dir: Path) -> Path | None:
 
 def _rng_states(device: torch.device) -> dict[str, torch.Tensor]:
     """CPU and (on CUDA) this device's generator: dropout masks on a GPU come from the latter. Under
-    DDP every rank is seeded alike and draws alike, so rank 0's state stands for each rank's own."""
+    DDP every rank is seeded alike and draws the whole global batch's masks (`pipeline.modeling.
+    distributed`), so the generators stay equal and rank 0's state stands for each rank's own."""
     states = {"rng": torch.get_rng_state()}
     if device.type == "cuda":
         states["cuda_rng"] = torch.cuda.get_rng_state(device)
