@@ -12,17 +12,21 @@ is already a rank of a launch (LOCAL_RANK is set: started by this launcher or by
    Each rank joins the process group in `pipeline.runtime.run_context`; the training loop shards
    the configured (global) batch over them and rank 0 alone writes outputs, checkpoints and records.
 
-Not a DVC param: the update equals one process's on the whole batch, so the result does not depend
-on it (to float rounding). Rank 0's stdout (the stage's summary line) reaches the console; the ranks'
+Not a DVC param: the update equals one process's on the whole batch, dropout masks included
+(`pipeline.modeling.distributed`), so the result does not depend on it (to float rounding). Rank 0's stdout (the stage's summary line) reaches the console; the ranks'
 logs go to files in a folder the stage names. A rank that dies stops the others (the launcher
 restarts nothing): the stage fails with one line naming the rank and the logs, outputs untouched
-(every write is atomic), and the rerun resumes from the last checkpoint.
+(every write is atomic), and the rerun resumes from the last checkpoint. A launcher that dies
+takes its ranks with it (`die_with_launcher`). A process count the stage's batch does not split
+into is refused before any rank starts.
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import signal
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -34,6 +38,8 @@ from pipeline.lease import pin_leased_devices, visible_devices
 log = logging.getLogger(__name__)
 
 NPROC_ENV = "PIPELINE_NPROC"
+LAUNCHER_PID_ENV = "PIPELINE_LAUNCHER_PID"  # set for the ranks this launcher starts: whom they die with
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def requested_processes(setting: str | None, devices: Sequence[str]) -> int:
@@ -59,13 +65,32 @@ def is_launched_rank() -> bool:
     return "LOCAL_RANK" in os.environ
 
 
-def run_on_devices(stage: str, run_here: Callable[[], None], stage_arguments: Sequence[str], spread: bool) -> None:
+def die_with_launcher() -> None:
+    """In a rank this launcher started (Linux): the kernel sends it SIGKILL when the launcher dies,
+    however it dies (SIGKILL included), so no rank trains on, re-parented, holding the checkpoint
+    lock (`prctl(PR_SET_PDEATHSIG)`). A launcher already gone by then is caught by the parent check."""
+    launcher = os.environ.get(LAUNCHER_PID_ENV)
+    if launcher is None or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != int(launcher):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_on_devices(stage: str, run_here: Callable[[], None], stage_arguments: Sequence[str], spread: bool,
+                   check_processes: Callable[[int], None] = lambda count: None) -> None:
     """Lease the stage's GPUs, then run it here or (`spread` and PIPELINE_NPROC > 1) as N ranks of
-    `python -m stages <stage_arguments>`."""
+    `python -m stages <stage_arguments>`. `check_processes(count)` raises what the stage's settings
+    make of that many processes (e.g. a batch that does not split), before any device or rank."""
     if is_launched_rank():
+        die_with_launcher()
         run_here()
         return
     count = requested_processes(os.environ.get(NPROC_ENV), visible_devices()) if spread else 1
+    if count > 1:
+        check_processes(count)
     pin_leased_devices(count, stage)
     if count == 1:
         run_here()
@@ -89,6 +114,7 @@ def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
         max_restarts=0,  # a restart would start over from the last checkpoint by itself; the rerun does that
         logs_specs=DefaultLogsSpecs(log_dir=str(logs), redirects=redirects),
     )
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # the ranks inherit it: they die with this process
     log.info("%s: %d processes (torch.distributed); their logs in %s", stage, count, logs)
     logging.disable(logging.ERROR)  # the launcher's own failure logs: the one line below says it
     try:

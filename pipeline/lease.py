@@ -62,10 +62,16 @@ def lease_dir() -> Path | None:
 
 
 def visible_devices() -> list[str]:
-    """The devices a lease picks from (see the module docstring); [] on a machine without GPUs."""
+    """The devices a lease picks from (see the module docstring); [] on a machine without GPUs. A
+    device named twice is an error: its one lock could never be held twice (the lease would wait forever)."""
     for variable in (FAKE_GPUS_ENV, "CUDA_VISIBLE_DEVICES"):
         if variable in os.environ:
             entries = [entry.strip() for entry in os.environ[variable].split(",") if entry.strip()]
+            twice = sorted({entry for entry in entries if entries.count(entry) > 1})
+            if twice:
+                raise PipelineError(
+                    f"{variable}={os.environ[variable]} names {', '.join(twice)} more than once; name each device once"
+                )
             return [] if entries[:1] == ["-1"] else entries
     if shutil.which("nvidia-smi") is None:
         return []
@@ -79,8 +85,26 @@ def lock_file(folder: Path, device: str) -> Path:
     return folder / f"gpu-{safe}.lock"
 
 
+def _unusable_folder(folder: Path, error: OSError) -> PipelineError:
+    return PipelineError(
+        f"{LEASE_DIR_ENV}={folder}: cannot hold the GPU lease files ({error.strerror or error}); set it to a "
+        "writable folder (or `off`: no lease)"
+    )
+
+
+def prepare_lease_dir(folder: Path) -> None:
+    """Make the lock folder; one that is a file, lies under a file or cannot be made is a one-line error."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # FileExistsError (a file), NotADirectoryError, FileNotFoundError, PermissionError
+        raise _unusable_folder(folder, error) from None
+
+
 def _try_lock(path: Path) -> int | None:
-    handle = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # non-inheritable: the lease stays with this process
+    try:
+        handle = os.open(path, os.O_CREAT | os.O_RDWR, 0o666)  # non-inheritable: the lease stays with this process
+    except OSError as error:
+        raise _unusable_folder(path.parent, error) from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -99,7 +123,7 @@ def _holder(path: Path) -> str:
 def try_lease(count: int, devices: Sequence[str], folder: Path, holder: str) -> Lease | None:
     """`count` free devices of `devices` now, or None (and nothing held): all or nothing, so two
     processes that each need several never hold part of what the other waits for."""
-    folder.mkdir(parents=True, exist_ok=True)
+    prepare_lease_dir(folder)
     lease = Lease(())
     for device in devices:
         handle = _try_lock(lock_file(folder, device))

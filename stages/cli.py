@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-TRAINING_STAGES = (pretrain, joint, distill)  # spread over PIPELINE_NPROC processes
+TRAINING_STAGES = (pretrain, joint, distill)  # spread over PIPELINE_NPROC processes; each has check_processes
 MODEL_STAGES = (*TRAINING_STAGES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs
 
 
@@ -32,7 +32,9 @@ def on_devices(module):
         from pipeline.launch import run_on_devices
 
         with one_line_errors():
-            run_on_devices(module.NAME, lambda: command(*args, **kwargs), sys.argv[1:], module in TRAINING_STAGES)
+            spread = module in TRAINING_STAGES
+            check = functools.partial(module.check_processes, *args, **kwargs) if spread else lambda count: None
+            run_on_devices(module.NAME, lambda: command(*args, **kwargs), sys.argv[1:], spread, check)
 
     return wrapper
 

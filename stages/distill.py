@@ -21,3 +21,10 @@ def command(teacher: str = typer.Option(..., help="joint (the twin) or uc (the U
 
     done = run_distill(stage_params(params), teacher)
     summary(done.name, training_line(done))
+
+
+def check_processes(count: int, teacher: str, params: Path = ParamsOption) -> None:
+    """What `count` processes (PIPELINE_NPROC) need of the settings, checked before any starts."""
+    from pipeline.training.jobs import distill_job
+
+    distill_job(stage_params(params), teacher).check_processes(count)

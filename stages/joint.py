@@ -18,3 +18,10 @@ def command(params: Path = ParamsOption) -> None:
 
     done = run_joint(stage_params(params))
     summary(done.name, training_line(done))
+
+
+def check_processes(count: int, params: Path = ParamsOption) -> None:
+    """What `count` processes (PIPELINE_NPROC) need of the settings, checked before any starts."""
+    from pipeline.training.jobs import joint_job
+
+    joint_job(stage_params(params)).check_processes(count)

@@ -20,3 +20,10 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
 
     done = run_pretrain(stage_params(params), tower)
     summary(done.name, training_line(done))
+
+
+def check_processes(count: int, tower: str, params: Path = ParamsOption) -> None:
+    """What `count` processes (PIPELINE_NPROC) need of the settings, checked before any starts."""
+    from pipeline.training.jobs import pretrain_job
+
+    pretrain_job(stage_params(params), tower).check_processes(count)

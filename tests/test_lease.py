@@ -141,3 +141,37 @@ def test_a_process_pins_itself_to_its_lease_and_its_ranks_do_not_lease_again(mon
     monkeypatch.setenv(LEASE_DIR_ENV, "off")
     monkeypatch.delenv("PIPELINE_LEASED_GPUS")
     assert lease.pin_leased_devices(1, "joint") == ()
+
+
+@pytest.mark.parametrize("variable", [FAKE_GPUS_ENV, "CUDA_VISIBLE_DEVICES"])
+def test_a_device_named_twice_is_one_line(monkeypatch, variable):
+    """Issue 43 D5: PIPELINE_FAKE_GPUS=a,a with PIPELINE_NPROC=2 waited forever on its own lease."""
+    monkeypatch.delenv(FAKE_GPUS_ENV, raising=False)
+    monkeypatch.setenv(variable, "a, b,a")
+    with pytest.raises(PipelineError, match=f"{variable}=a, b,a names a more than once") as refused:
+        visible_devices()
+    assert "\n" not in str(refused.value)
+
+
+def _file(tmp_path: Path) -> Path:
+    (tmp_path / "file").write_text("not a folder")
+    return tmp_path / "file"
+
+
+@pytest.mark.parametrize("folder", [
+    _file,  # a file
+    lambda tmp_path: _file(tmp_path) / "leases",  # under a file
+    lambda tmp_path: Path("/proc/leases"),  # cannot be made
+], ids=["a file", "under a file", "cannot be made"])
+def test_a_lease_folder_that_cannot_hold_the_locks_is_one_line(monkeypatch, tmp_path, folder):
+    """Issue 43 D4: FileExistsError, NotADirectoryError or FileNotFoundError from the lease."""
+    from pipeline import lease
+
+    monkeypatch.setenv(FAKE_GPUS_ENV, "g0")
+    monkeypatch.setenv(LEASE_DIR_ENV, str(folder(tmp_path)))
+    monkeypatch.delenv("PIPELINE_LEASED_GPUS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(lease, "_HELD", [])
+    with pytest.raises(PipelineError, match=f"{LEASE_DIR_ENV}=.* cannot hold the GPU lease files") as refused:
+        lease.pin_leased_devices(1, "joint")
+    assert "\n" not in str(refused.value) and "CUDA_VISIBLE_DEVICES" not in os.environ

@@ -150,6 +150,46 @@ def test_a_removed_best_model_is_an_error_not_the_final_weights(backbone, senten
     assert not (tmp_path / "out").exists()
 
 
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_corrupt_best_model_is_named_on_resume_never_copied(backbone, sentences, tmp_path):
+    """Issue 43 D6: a killed run's best model with one byte flipped; the rerun used to copy it unchecked."""
+    with pytest.raises(PipelineError):  # stopped at step 5: checkpoint step-3 names the best of step 2
+        scored_run(simcse_task(backbone), sentences, tmp_path, [1.0, 5.0], loss_hook=nan_at_step(5))
+    flip_a_byte(tmp_path / "ckpt" / "best-2" / "model.safetensors")
+    with pytest.raises(PipelineError) as refused:
+        scored_run(simcse_task(backbone), sentences, tmp_path, [0.5, 0.5])
+    message = str(refused.value)
+    assert "best-2" in message and "model.safetensors" in message and "corrupt" in message and "\n" not in message
+    assert f"delete {tmp_path / 'ckpt'}" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_best_model_corrupted_during_the_run_is_not_copied_to_the_output(backbone, sentences, tmp_path):
+    scores = iter([1.0, 5.0, 2.0])  # best at step 4; the third evaluation (step 6) damages it
+
+    def dev_score(model):
+        score = next(scores)
+        if score == 2.0:
+            flip_a_byte(tmp_path / "ckpt" / "best-4" / "model.safetensors")
+        return score
+
+    with pytest.raises(PipelineError, match="best-4 is corrupt .*model.safetensors"):
+        run(simcse_task(backbone), [(s,) for s in sentences], tmp_path, settings(eval_every=2), dev_score=dev_score)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_output_holds_the_best_model_s_files_only(backbone, sentences, tmp_path):
+    """The best folder's checksum record stays in the checkpoint folder: the output is the model alone."""
+    scored_run(simcse_task(backbone), sentences, tmp_path, [1.0, 5.0, 2.0])
+    assert not list((tmp_path / "out").rglob(".checksums*"))
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
 def test_a_kill_while_a_new_best_is_saved_keeps_the_best_the_checkpoint_names(backbone, sentences, tmp_path, monkeypatch):
     """A kill at the moment an existing folder of the checkpoint folder is moved aside (the old
     rename-over of best/) must not lose the best model the kept checkpoint names."""

@@ -70,6 +70,25 @@ def length_bucketed_batches(
     return batches
 
 
+def check_world_size(batch_size: int, world_size: int, setting: str) -> None:
+    """The global batch splits into `world_size` equal blocks (`shard_rows`), or a one-line error
+    naming the `setting` (its batch_size): every rank must hold as many rows (the gathers need it)."""
+    if batch_size % world_size:
+        raise PipelineError(
+            f"{setting}={batch_size} does not split over {world_size} processes (PIPELINE_NPROC): each "
+            f"takes an equal share; set PIPELINE_NPROC to a divisor of {batch_size}, or a batch_size divisible by it"
+        )
+
+
+def shard_rows(batch: Batch, rank: int, world_size: int) -> Batch:
+    """Rank `rank`'s block of a padded global batch: rows [rank·n, (rank+1)·n) of world_size·n,
+    padded as the whole batch is, so every tensor has one process's shape but for its rows
+    (`pipeline.modeling.distributed`: the dropout masks are drawn over the global batch)."""
+    rows = batch[0]["input_ids"].shape[0] // world_size
+    block = slice(rank * rows, (rank + 1) * rows)
+    return [{key: tensor[block] for key, tensor in column.items()} for column in batch]
+
+
 def _partial_rows(count: int, batch_size: int, world_size: int) -> int:
     """Rows of the last partial batch that are used: a multiple of the world size, so that every
     DDP rank holds as many rows (the embedding gathers need it)."""
@@ -137,13 +156,16 @@ class TokenizedExamples(Dataset):
         return [pad_batch(column, pad_id) for column, pad_id in zip(zip(*items), self.pad_ids)]
 
 
-def batch_loader(data: TokenizedExamples, batches: Sequence[Sequence[int]], device: torch.device) -> DataLoader:
-    """Padded batches of `data` in the order of `batches` (lists of example indices), in pinned
+def batch_loader(data: TokenizedExamples, batches: Sequence[Sequence[int]], device: torch.device,
+                 rank: int = 0, world_size: int = 1) -> DataLoader:
+    """Padded batches of `data` in the order of `batches` (lists of example indices) — under DDP
+    each one this rank's block (`shard_rows`) of the padded global batch — in pinned
     memory on CUDA so that the copy to the GPU (`to_device`) does not block. Collating pre-tokenized
     tensors is cheap, so it runs in this process: a worker would add only the transfer between processes.
     The loader draws its base seed from a generator of its own, not torch's global one, whose state
     the dropout masks of training come from."""
-    return DataLoader(data, batch_sampler=batches, collate_fn=data.collate, pin_memory=device.type == "cuda",
+    collate = data.collate if world_size == 1 else lambda items: shard_rows(data.collate(items), rank, world_size)
+    return DataLoader(data, batch_sampler=batches, collate_fn=collate, pin_memory=device.type == "cuda",
                       generator=torch.Generator())
 
 

@@ -35,6 +35,7 @@ from pipeline.modeling import load_tokenizer
 from pipeline.models import TOWER_NAMES, WeightedTowers, teacher_model
 from pipeline.runtime import resolve_device, run_context, with_precision
 from pipeline.settings_rules import validate_precision
+from pipeline.training.batching import check_world_size
 from pipeline.training.contract import TrainingTask
 from pipeline.training.loop import DevScore, RunSpec, TrainingResult, planned_steps, train, use_compile
 from pipeline.training.tasks import (
@@ -93,6 +94,10 @@ class TrainingJob(ABC):
         device = resolve_device(self.params.device)
         validate_precision(self.settings.precision, device.type, f"{self.key}.precision", self.params.device)
         planned_steps(example_count, self.settings, self.name)
+
+    def check_processes(self, world_size: int) -> None:
+        """The global batch splits over `world_size` processes (`batching.check_world_size`)."""
+        check_world_size(self.settings.batch_size, world_size, f"{self.key}.batch_size")
 
     def run(self) -> Trained:
         examples = self.examples()

@@ -8,8 +8,9 @@ how the result is saved); `train` does the rest, in four phases read top to bott
    are all-reduced once per step, on the last micro-batch), optional clipping of the accumulated
    gradient, AdamW (fused on CUDA) with a linear or constant schedule;
 3. **evaluate and keep the best**: STS-B dev every `eval_every` steps (and at the end), the best
-   weights kept for the output (`best-<step>/`, the step the metrics name);
-4. **finish**: the best (or, with no scorer, the final) model written in Hugging Face format, the checkpoints removed.
+   weights kept for the output (`best-<step>/`, the step the metrics name, with its files' checksums);
+4. **finish**: the best (verified against its checksums; or, with no scorer, the final) model written in
+   Hugging Face format, the checkpoints removed.
 
 Batches come from `batching.py` (tokenised once per stage, seeded uniform random batches or
 length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
@@ -47,12 +48,15 @@ from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, write_text_atomic
 from pipeline.modeling import checkpoint_activations
+from pipeline.modeling.distributed import Shard, shard_dropout
 from pipeline.runtime import RunContext, peak_memory_mb, seed_everything
-from pipeline.training.batching import Batch, TokenizedExamples, batch_loader, epoch_batches, steps_per_epoch, to_device
+from pipeline.training.batching import (
+    Batch, TokenizedExamples, batch_loader, check_world_size, epoch_batches, steps_per_epoch, to_device,
+)
 from pipeline.training.contract import TrainingTask
 from pipeline.training.resume import (
-    apply_resume_state, best_model_folder, hold_resume_folder, latest_resume_state, prune_best_models,
-    resumable_state, save_resume_state, unwrap,
+    BEST_CHECKSUMS, apply_resume_state, best_model_folder, hold_resume_folder, latest_resume_state, prune_best_models,
+    record_best_model, resumable_state, save_resume_state, unwrap, verify_best_model,
 )
 
 log = logging.getLogger(__name__)
@@ -110,6 +114,7 @@ def planned_steps(
 
     Stages call it before loading any model, so a bad batch_size/grad_accum fails in a second.
     """
+    check_world_size(settings.batch_size, world_size, f"{description}: batch_size")
     if example_count < settings.batch_size:
         raise PipelineError(
             f"{description}: {example_count} training examples are fewer than one batch of {settings.batch_size}; "
@@ -262,8 +267,11 @@ class _Run:
 
 
 def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext):
-    """The model on its device (activation-checkpointed, compiled, DDP-wrapped where set), AdamW and the schedule."""
+    """The model on its device (under DDP with global-batch dropout; activation-checkpointed, compiled,
+    DDP-wrapped where set), AdamW and the schedule."""
     model = task.model.to(context.device)
+    if context.world_size > 1:  # dropout masks drawn over the global batch, as one process draws them
+        shard_dropout(model, Shard(context.rank, context.world_size))
     if settings.activation_checkpointing:
         checkpoint_activations(model)
     if use_compile(settings.compile, context.device):
@@ -292,13 +300,13 @@ def _resume(run: _Run, total_steps: int) -> None:
 
 def _epoch_groups(data: TokenizedExamples, settings: OptimSettings, seed: int, step: int, epoch_steps: int,
                   context: RunContext) -> Iterator[list[Batch]]:
-    """The rest of the current epoch as groups of `grad_accum` micro-batches (this rank's rows), on the device."""
+    """The rest of the current epoch as groups of `grad_accum` micro-batches (this rank's block of
+    rows, padded as the global batch), on the device."""
     batches = epoch_batches(settings.sampling, data.lengths, settings.batch_size, seed, step // epoch_steps,
                             context.world_size)[: epoch_steps * settings.grad_accum]
     position = (step % epoch_steps) * settings.grad_accum
-    shards = [batch[context.rank :: context.world_size] for batch in batches[position:]]
     group: list[Batch] = []
-    for batch in batch_loader(data, shards, context.device):
+    for batch in batch_loader(data, batches[position:], context.device, context.rank, context.world_size):
         group.append(to_device(batch, context.device))
         if len(group) == settings.grad_accum:
             yield group
@@ -325,6 +333,7 @@ def _evaluate_and_keep_best(run: _Run) -> None:
         run.best_dev, run.best_step = score, run.step
         with atomic_directory(run.best_dir()) as folder:  # a new folder: the kept ones stay whole
             run.task.save(model, folder)
+            record_best_model(folder)
         prune_best_models(run.spec.resume_dir, run.best_step)
     log.info("%s: step %d STS-B dev %.2f (best %.2f at step %d)", run.spec.description, run.step, score, run.best_dev,
              run.best_step)
@@ -348,9 +357,11 @@ def _finish(run: _Run, steps_per_second: float) -> TrainingResult:
                 f"{run.spec.description}: the best model (step {run.best_step}, STS-B dev {run.best_dev:.2f}) is missing: "
                 f"{run.best_dir()} was removed during the run; delete {run.spec.resume_dir} to train again"
             )
+        if run.best_step is not None:
+            verify_best_model(run.best_dir(), run.spec.resume_dir, run.spec.description)
         with atomic_directory(run.spec.output_dir) as folder:
             if run.best_step is not None:
-                shutil.copytree(run.best_dir(), folder, dirs_exist_ok=True)
+                shutil.copytree(run.best_dir(), folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns(BEST_CHECKSUMS))
             else:
                 run.task.save(unwrap(run.model), folder)
         # The run is complete: its checkpoints have served; a forced rerun starts over. The folder

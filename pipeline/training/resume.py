@@ -10,7 +10,9 @@ its recorded checksums is named, discarded, and the next older one tried (`resum
 
 The best model so far lives in `best-<step>/`, a new folder per new best: it is never replaced in
 place, so a kill at any moment leaves the folder that each kept checkpoint names
-(`prune_best_models` removes the others). The folder holding all this is the run's alone while it
+(`prune_best_models` removes the others). It records its files' checksums (`record_best_model`),
+checked on resume and before it is copied to the output (`verify_best_model`): a corrupt one stops
+the run with one line. The folder holding all this is the run's alone while it
 trains (`hold_resume_folder`).
 """
 
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".lock"
 CHECKSUMMED = ("model.safetensors", "training_state.pt")
+BEST_CHECKSUMS = ".checksums.json"  # in each best-<step>/: its files' SHA-256, not copied to the output
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -78,6 +81,38 @@ def best_model_folder(resume_dir: Path, step: int) -> Path:
     return resume_dir / f"best-{step}"
 
 
+def _best_model_files(folder: Path) -> dict[str, str]:
+    """Every file of a best-model folder but its checksum record: relative path -> SHA-256."""
+    return {path.relative_to(folder).as_posix(): sha256_of(path)
+            for path in sorted(folder.rglob("*")) if path.is_file() and path.name != BEST_CHECKSUMS}
+
+
+def record_best_model(folder: Path) -> None:
+    """Record the checksums of a best model just saved in `folder` (still the temporary folder of
+    `atomic_directory`, so the folder never appears without them)."""
+    (folder / BEST_CHECKSUMS).write_text(json.dumps(_best_model_files(folder)))
+
+
+def verify_best_model(folder: Path, resume_dir: Path, description: str) -> None:
+    """The best model in `folder` is what was written (every file against its recorded checksum),
+    or a one-line error naming the file: a corrupt best model is never copied to the output."""
+    try:
+        recorded = json.loads((folder / BEST_CHECKSUMS).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        recorded = None
+    found = _best_model_files(folder)
+    if not isinstance(recorded, dict):
+        reason = f"{BEST_CHECKSUMS} is missing or unreadable"
+    else:
+        differing = sorted(name for name in recorded.keys() | found.keys() if recorded.get(name) != found.get(name))
+        if not differing:
+            return
+        reason = f"{differing[0]} is not what was written (checksum differs)"
+    raise PipelineError(
+        f"{description}: the best model {folder} is corrupt ({reason}); delete {resume_dir} to train again"
+    )
+
+
 def _complete_states(resume_dir: Path) -> list[Path]:
     """Whole checkpoints (their state.json written last), oldest first."""
     complete = [path for path in resume_dir.glob("step-*")
@@ -91,7 +126,8 @@ def latest_resume_state(resume_dir: Path) -> Path | None:
 
 def _rng_states(device: torch.device) -> dict[str, torch.Tensor]:
     """CPU and (on CUDA) this device's generator: dropout masks on a GPU come from the latter. Under
-    DDP every rank is seeded alike and draws alike, so rank 0's state stands for each rank's own."""
+    DDP every rank is seeded alike and draws the whole global batch's masks (`pipeline.modeling.
+    distributed`), so the generators stay equal and rank 0's state stands for each rank's own."""
     states = {"rng": torch.get_rng_state()}
     if device.type == "cuda":
         states["cuda_rng"] = torch.cuda.get_rng_state(device)
@@ -192,6 +228,8 @@ def resumable_state(resume_dir: Path, fingerprint: str, description: str) -> Res
                 f"{description}: checkpoint {folder} names the best model of step {best_step}, but "
                 f"{best_model_folder(resume_dir, best_step)} is missing; delete {resume_dir} to train again"
             )
+        if best_step is not None:
+            verify_best_model(best_model_folder(resume_dir, best_step), resume_dir, description)
         prune_best_models(resume_dir, best_step)
         return stored
     clear_resume_folder(resume_dir)
