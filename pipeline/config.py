@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PipelineError
-from pipeline.models import STUDENTS, evaluated_model_folders
+from pipeline.models import BASELINES, STUDENTS, evaluated_model_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -323,8 +323,10 @@ class Params(Section):
     # them unreadable (`dvc exp apply`, the report stage's tables built from experiments).
     report: dict[str, Any] = {}
     models: dict[str, ModelFolders] = Field(
-        default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()},
-        description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry",
+        default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()
+                                 if name not in BASELINES},
+        description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry but the "
+        "seed papers' (which `baselines` trains; params made before them have neither)",
     )
 
     @model_validator(mode="after")

@@ -298,7 +298,7 @@ def test_a_roberta_claim_at_tiny_scale_reads_other_backbone_and_is_counted_once(
     on_bert, on_roberta = evaluate(claims_file(bert, roberta), tiny_params_dict, files)
     assert on_bert.verdict == HOLDS  # MiniLM stands in for BERT-base (conf/backbone/minilm.yaml)
     assert on_roberta.verdict == OTHER_BACKBONE and on_roberta.comparisons == []
-    assert "RoBERTa-base claim" in on_roberta.note and "minilm" in on_roberta.note
+    assert "RoBERTa-base is not this run's backbone" in on_roberta.note and "minilm" in on_roberta.note
     counts = verdict_counts([on_bert, on_roberta])
     assert counts["verdicts"]["holds"] == 1 and counts["verdicts"]["other_backbone"] == 1
     roberta_value = value_claim(id="tncse-roberta-avg", table="tncse-sts-roberta")

@@ -67,4 +67,4 @@ def other_backbone(claim_backbone: str, params: dict[str, Any]) -> str | None:
         return None
     run = params["backbone"]["name"]
     stands = f" (it stands in for {title(judged)})" if run != judged else ""
-    return f"a {title(claim_backbone)} claim; this run's backbone is {run}{stands}"
+    return f"{title(claim_backbone)} is not this run's backbone: it ran {run}{stands}"
