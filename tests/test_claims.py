@@ -64,7 +64,7 @@ def claims_file(*claims: dict) -> dict:
 
 def order_claim(**changes) -> dict:
     claim = {"id": "tncse-beats-untrained", "claim": "TNCSE beats the untrained twin", "source": SOURCE,
-             "kind": "order", "metric": "avg", "paper": "79.58 > 78.27", "better": TNCSE, "worse": UNTRAINED}
+             "kind": "order", "backbone": "bert", "metric": "avg", "paper": "79.58 > 78.27", "better": TNCSE, "worse": UNTRAINED}
     return claim | changes
 
 
@@ -163,7 +163,7 @@ def test_a_trend_is_checked_as_its_order_claims(tiny_params_dict):
     planted = {"joint": 75.0, "ensemble": 73.0, "pretrain-I": 71.0}
     files = files_of({model: (avg, avg + shared + rng.normal(0, 0.2, RESAMPLES)) for model, avg in planted.items()})
     subjects = [TNCSE, UNTRAINED, {"label": "Tower I", "model": "pretrain-I"}]
-    trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "metric": "avg", "paper": "…",
+    trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "backbone": "bert", "metric": "avg", "paper": "…",
              "shape": "decreasing", "subjects": subjects}
     best = trend | {"id": "best", "shape": "first-best", "subjects": subjects[::-1]}
     falls, first_best = evaluate(claims_file(trend, best), tiny_params_dict, files)
@@ -309,9 +309,13 @@ def test_a_roberta_claim_at_tiny_scale_reads_other_backbone_and_is_counted_once(
     assert "backbone=roberta" in at_paper.commands[0]
 
 
-def test_an_unknown_backbone_is_one_line(tiny_params_dict):
+def test_an_unknown_or_missing_backbone_is_one_line(tiny_params_dict):
     with pytest.raises(PipelineError, match="backbone 'gpt' is not a paper backbone of conf/backbone/; backbones: bert, roberta"):
         parse_claims(claims_file(order_claim(backbone="gpt")), TABLES, tiny_params_dict)
+    unsaid = order_claim()
+    del unsaid["backbone"]
+    with pytest.raises(PipelineError, match=r"claims.0 \(tncse-beats-untrained\): give the backbone the claim is about"):
+        parse_claims(claims_file(unsaid), TABLES, tiny_params_dict)
 
 
 def analysis(**values) -> dict:
@@ -319,12 +323,12 @@ def analysis(**values) -> dict:
 
 
 def test_exact_range_and_correlation_claims(tiny_params_dict, paper_params):
-    exact = {"id": "gmac", "claim": "10.90 GMAC", "source": SOURCE, "kind": "exact", "column": "analysis:gmacs",
+    exact = {"id": "gmac", "claim": "10.90 GMAC", "source": SOURCE, "kind": "exact", "backbone": "bert", "column": "analysis:gmacs",
              "subject": {"label": "twin", "model": "joint"}, "value": 10.90}
-    in_range = {"id": "norm", "claim": "14–16", "source": SOURCE, "kind": "range", "column": "analysis:norm_probe.q05",
+    in_range = {"id": "norm", "claim": "14–16", "source": SOURCE, "kind": "range", "backbone": "bert", "column": "analysis:norm_probe.q05",
                 "subject": {"label": "twin", "model": "joint"}, "low": 14, "high": 16, "scales": ["tiny", "paper"]}
     models = [{"label": name, "model": name} for name in ("backbone", "pretrain-I", "joint", "uc")]
-    correlation = {"id": "energy", "claim": "tracks", "source": SOURCE, "kind": "correlation", "x": "analysis:e_cls_mean",
+    correlation = {"id": "energy", "claim": "tracks", "source": SOURCE, "kind": "correlation", "backbone": "bert", "x": "analysis:e_cls_mean",
                    "y": "avg", "sign": "positive", "strength_reason": "stated", "paper": "Fig. 10", "models": models}
     energies, averages = [0.10, 0.12, 0.14, 0.13], [70.0, 71.0, 73.0, 72.0]
     files = {f"reports/analysis/{entry['model']}.json": analysis(e_cls_mean=energy, gmacs=10.9042, norm_probe={"q05": 14.6})

@@ -225,7 +225,9 @@ class ClaimSpec(Spec):
     origin: Literal[ORIGINS] = Field("paper", description="paper: the papers' claim, quoted; project: the project's question")  # type: ignore[valid-type]
     why: str | None = Field(None, description="a project question: why the project asks it")
     source: SourceSpec | None = None
-    backbone: str = Field("bert", description="the papers' backbone the claim is about (conf/backbone/)")
+    backbone: str | None = Field(
+        None, description="the papers' backbone the claim is about (conf/backbone/); a value claim takes its table's"
+    )
 
     @field_validator("id")
     @classmethod
@@ -236,8 +238,8 @@ class ClaimSpec(Spec):
 
     @field_validator("backbone")
     @classmethod
-    def _check_backbone(cls, backbone: str) -> str:
-        return check_paper_backbone(backbone)
+    def _check_backbone(cls, backbone: str | None) -> str | None:
+        return backbone if backbone is None else check_paper_backbone(backbone)
 
     @model_validator(mode="after")
     def _check_origin(self) -> "ClaimSpec":
@@ -250,6 +252,7 @@ class ClaimSpec(Spec):
     # -- what each kind provides --
 
     def claim_backbone(self, tables: TablesFile) -> str:
+        assert self.backbone is not None  # checked at load (`cross_check`)
         return self.backbone
 
     def subjects(self) -> list[SubjectSpec]:
@@ -258,6 +261,8 @@ class ClaimSpec(Spec):
 
     def cross_check(self, tables: TablesFile, params: dict[str, Any]) -> str | None:
         """What the schema cannot see: names in tables.yaml and params.yaml."""
+        if self.backbone is None:
+            return "give the backbone the claim is about (a preset of conf/backbone/ with a title)"
         for subject in self.subjects():
             for override in subject.overrides():
                 key = split_override(override)[0]
@@ -531,7 +536,7 @@ class OrderClaim(ComparisonClaim):
         return [self.better, self.worse]
 
     def judge_here(self, judging: Judging) -> Verdict:
-        rows = judging.rows(self.subjects(), self.columns(), self.backbone, self.claim)
+        rows = judging.rows(self.subjects(), self.columns(), self.claim_backbone(judging.tables), self.claim)
         pair = self.compare(judging, rows, self.better, self.worse, self.margin)
         return Verdict(self, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands)
 
@@ -561,7 +566,7 @@ class TrendClaim(ComparisonClaim):
         return self.sweep
 
     def judge_here(self, judging: Judging) -> Verdict:
-        rows = judging.rows(self.sweep, self.columns(), self.backbone, self.claim)
+        rows = judging.rows(self.sweep, self.columns(), self.claim_backbone(judging.tables), self.claim)
         kept = [subject for subject in self.sweep if not rows[subject.label].not_applicable]
         skipped = [subject.label for subject in self.sweep if rows[subject.label].not_applicable]
         if self.shape == "decreasing":
@@ -616,7 +621,7 @@ class _OneValueClaim(ClaimSpec):
         if judging.scale not in self.scales:
             note = f"the claimed number is at {' / '.join(self.scales)} scale; this run is {judging.scale}"
             return Verdict(self, OTHER_SCALE, note=note), None, None
-        row = judging.rows([self.subject], [self.column], self.backbone, self.claim)[self.subject.label]
+        row = judging.rows([self.subject], [self.column], self.claim_backbone(judging.tables), self.claim)[self.subject.label]
         if not row.present or row.ours.get(self.column) is None:
             note, commands = _absence(row)
             return Verdict(self, NOT_RUN, note=note, commands=commands), None, row
@@ -701,7 +706,7 @@ class CorrelationClaim(ClaimSpec):
     def judge_here(self, judging: Judging) -> Verdict:
         if judging.scale not in self.scales:
             return Verdict(self, OTHER_SCALE, note=f"compared at {' / '.join(self.scales)} scale; this run is {judging.scale}")
-        rows = judging.rows(self.models, [self.x, self.y], self.backbone, self.claim)
+        rows = judging.rows(self.models, [self.x, self.y], self.claim_backbone(judging.tables), self.claim)
         points = [(row.ours[self.x], row.ours[self.y]) for row in rows.values()
                   if row.present and row.ours.get(self.x) is not None and row.ours.get(self.y) is not None]
         if len(points) < 3:
