@@ -416,7 +416,7 @@ CORRECTIONS = {
     ("jtcse-sts-roberta", "TNCSE D", "Avg."): (79.73, 79.91),  # TNCSE Table 1 and the row's mean
 }
 SPEC_LABELS = {
-    "SimCSE": "Tower I (SimCSE + RTT) vs SimCSE",
+    "SimCSE": "SimCSE (ours, Wiki1M alone)",
     "BERT-base": "BERT-base, first-last avg. (untrained backbone)",
     "RoBERTa-base": "RoBERTa-base, first-last avg. (untrained backbone)",
 }
