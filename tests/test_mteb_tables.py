@@ -73,11 +73,11 @@ def test_the_jtcse_suite_averages_are_the_means_of_their_rows_where_every_cell_i
 
 def test_mteb_columns_are_read_from_the_mteb_report(tiny_params_dict):
     mteb = {"suites": {"jtcse-sts22": {"avg": 40.0, "tasks": {"ar": {"main": 35.0}, "de-en": {"main": 33.0}}}}}
-    workspace = Run("workspace", tiny_params_dict, {"reports/mteb/pretrain-I.json": mteb})
+    workspace = Run("workspace", tiny_params_dict, {"reports/mteb/simcse.json": mteb})
     table = build_table(TABLES, "jtcse-mteb-sts22", RunSource(workspace, lambda: ExperimentSearch([], "none")))
     simcse = table.rows[0]
     assert simcse.run == "workspace"
     assert cell(simcse, "ar") == "35.00 | 38.33 | -3.33"
     assert cell(simcse, "Avg.") == "40.00 | 32.82 | +7.18"
     assert "de | 24.70" not in cell(simcse, "de") and cell(simcse, "de").startswith("missing")
-    assert "reports/mteb/pretrain-I.json" in simcse.missing_cells
+    assert "reports/mteb/simcse.json" in simcse.missing_cells

@@ -223,7 +223,7 @@ def test_experiments_are_not_listed_when_the_workspace_has_every_row():
     def search() -> ExperimentSearch:
         raise AssertionError("dvc exp show should not run")
 
-    models = ["pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
+    models = ["simcse", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
     files = {f"reports/metrics/{model}.json": metrics(70.0) for model in models}
     table = build_table(TABLES, "tncse-sts-roberta", RunSource(Run("workspace", roberta_params(), files), search))
     assert table.complete and {row.run for row in table.rows} == {"workspace"}
