@@ -51,7 +51,7 @@ def _row_inconsistency(where: str, label: str, printed: Mapping[str, float], use
         uses = ", ".join(f"{key} {value:.2f} (printed {printed[key]:.2f})" for key, value in corrected.items() if key in printed)
         uses = f"{uses}: {why}" if why else uses
     else:
-        uses = f"the printed numbers as they are{': ' + why if why else ''}"
+        uses = "the printed numbers as they are: which cell is misprinted is not known" + (f" ({why})" if why else "")
     mean = printed[average] - gap
     return Inconsistency(where, label, f"{printed[average]:.2f}", f"{mean:.2f} (mean of the {len(tasks)} printed cells)",
                          f"{gap:+.2f}", uses)
@@ -108,13 +108,18 @@ def _cell(tables: TablesFile, reference: RowReference) -> float:
     return row.paper[reference.column]
 
 
+def _label(reference: RowReference) -> str:
+    return reference.row.partition(": ")[2]
+
+
 def stated_numbers(tables: TablesFile) -> list[Inconsistency]:
     found = []
     for stated in tables.stated_numbers:
         computed = _cell(tables, stated.better) - _cell(tables, stated.worse)
         if abs(round(computed, 2) - stated.stated) > ROUNDING:
             found.append(Inconsistency(
-                f"{stated.source}: “{stated.quote}”", f"{stated.better.row} − {stated.worse.row}, {stated.better.column}",
+                f"{stated.source}: “{stated.quote}”",
+                f"{_label(stated.better)} − {_label(stated.worse)}, {stated.better.column}",
                 f"{stated.stated:.2f} (the text)", f"{computed:.2f} (the table)", f"{stated.stated - computed:+.2f}", stated.used,
             ))
     return found

@@ -204,8 +204,11 @@ def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
 VERDICT_LEGEND = (
     "Value claims: reproduced (|Δ| ≤ ε), reproduced, higher / not reproduced (outside the band, our interval too), "
     "inconclusive (outside the band, our interval reaching it). Order and trend claims: holds / contradicted "
-    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin), inconclusive "
-    "(it straddles). The exact rules: docs/method.md, \"Claims and verdicts\"."
+    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin; a metric without "
+    "resamples: the difference beyond its band), inconclusive (it straddles). Exact claims: reproduced when our count, "
+    "rounded as the paper prints it, equals the paper's. Range claims: holds inside [low, high]. Correlation claims: "
+    "holds when Spearman's ρ across the models has the claimed sign and strength. Other scale / other backbone: "
+    "this run cannot show it. The exact rules: docs/method.md, \"Claims and verdicts\"."
 )
 
 
