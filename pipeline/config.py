@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PipelineError
-from pipeline.models import STUDENTS, evaluated_model_folders
+from pipeline.models import BASELINES, STUDENTS, evaluated_model_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -33,6 +33,7 @@ from pipeline.settings_rules import (
     validate_cross_mode,
     validate_drop_layernorm,
     validate_evaluated_models,
+    validate_baselines,
     validate_gaussian,
     validate_hub_endpoint,
     validate_loss_names,
@@ -84,6 +85,10 @@ class DataSettings(Section):
 
 class BackboneSettings(Section):
     name: str
+    title: str | None = Field(None, description="the backbone as the papers name it (BERT-base); null: a stand-in")
+    stands_in_for: str | None = Field(
+        None, description="the papers' backbone (a preset of conf/backbone/) whose claims a smaller scale judges on this one"
+    )
     source: str = Field(description="'package:<python package>' or a Hugging Face hub id")
     revision: str = "main"
     num_layers: int = Field(ge=1)
@@ -161,6 +166,14 @@ class OptimSettings(Section):
 
 class PretrainSettings(OptimSettings):
     rtt_as: Literal["pairs", "sentences"] = "pairs"
+    gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
+
+
+class BaselineSettings(OptimSettings):
+    """A seed paper's own model (`baseline@<name>`: SimCSE, GS-InfoNCE), trained as its paper trains it:
+    unsupervised SimCSE on Wiki1M alone (no round trips, no SICK) from the backbone, at its own rate."""
+
+    lr: float = Field(gt=0)
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
 
 
@@ -309,6 +322,9 @@ class Params(Section):
     pretrain: PretrainSettings
     train: TrainSettings
     distill: DistillSettings
+    baselines: dict[str, BaselineSettings] = Field(
+        default_factory=dict, description="the seed papers' own models (`baseline@<name>`), by registry model name"
+    )
     eval: EvalSettings = EvalSettings()
     analysis: AnalysisSettings = AnalysisSettings()
     checkpoints: CheckpointSettings = CheckpointSettings()
@@ -317,8 +333,10 @@ class Params(Section):
     # them unreadable (`dvc exp apply`, the report stage's tables built from experiments).
     report: dict[str, Any] = {}
     models: dict[str, ModelFolders] = Field(
-        default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()},
-        description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry",
+        default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()
+                                 if name not in BASELINES},
+        description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry but the "
+        "seed papers' (which `baselines` trains; params made before them have neither)",
     )
 
     @model_validator(mode="after")
@@ -332,10 +350,16 @@ class Params(Section):
         validate_loss_names(self.train.losses)
         validate_hub_endpoint(self.data.hub_endpoint)
         validate_standin_hub(self.data.hub_endpoint, self.data.mirror, self.checkpoints.source)
-        for key, gaussian in (("pretrain.gaussian", self.pretrain.gaussian), ("train.gaussian", self.train.gaussian)):
+        validate_baselines(list(self.baselines))
+        gaussians = [("pretrain.gaussian", self.pretrain.gaussian), ("train.gaussian", self.train.gaussian)] + [
+            (f"baselines.{name}.gaussian", baseline.gaussian) for name, baseline in self.baselines.items()
+        ]
+        for key, gaussian in gaussians:
             if gaussian.enabled:
                 validate_gaussian(gaussian.count, gaussian.std, gaussian.weight, key)
-        validate_evaluated_models({name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers)
+        validate_evaluated_models(
+            {name: entry.model_dump() for name, entry in self.models.items()}, self.distill.teachers, self.baselines
+        )
         if self.device == "cpu":  # device auto: checked when the stage resolves it (check_before_loading)
             for key, section in self.training_sections().items():
                 validate_precision(section.precision, "cpu", f"{key}.precision", "cpu")
@@ -344,7 +368,8 @@ class Params(Section):
     def training_sections(self) -> dict[str, OptimSettings]:
         """Every training stage's settings by its dotted key: pretrain, train, distill.teachers.<teacher>."""
         students = {f"distill.teachers.{name}": settings for name, settings in self.distill.teachers.items()}
-        return {"pretrain": self.pretrain, "train": self.train, **students}
+        baselines = {f"baselines.{name}": settings for name, settings in self.baselines.items()}
+        return {"pretrain": self.pretrain, "train": self.train, **students, **baselines}
 
     @property
     def uc_weight(self) -> float:

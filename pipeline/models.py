@@ -15,6 +15,7 @@ models in dvc.yaml (analyze's deps and outs, the plots) are checked against it b
 | `joint-D` | data/models/distill/joint, the student of `joint` |
 | `uc` | (1 − w)(joint I + joint II) + w · data/uc, w = `Params.uc_weight` (`backbone.uc_weight`, or `backbone.jtcse_uc_weight` for a JTCSE twin): the teacher of `uc-D` |
 | `uc-D` | data/models/distill/uc, the student of `uc` |
+| `simcse`, `gs-infonce` | data/models/baseline/{simcse,gs-infonce}: the seed papers' own models (`baseline@<name>`) |
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from typing import Protocol
 from pipeline import paths
 
 TOWER_NAMES = ("I", "II")
-MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D")
+MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D", "simcse", "gs-infonce")
+# the seed papers' own models, each trained by `baseline@<name>` (a key of `baselines` in params.yaml)
+BASELINES = ("simcse", "gs-infonce")
 # distilled model → its teacher (a model of the registry and a key of `distill.teachers`)
 STUDENTS = {"joint-D": "joint", "uc-D": "uc"}
 
@@ -102,6 +105,7 @@ def all_models(uc_weight: float) -> dict[str, WeightedTowers]:
         "joint-D": WeightedTowers.single(paths.student("joint")),
         "uc": WeightedTowers.uc(joint_i, joint_ii, paths.UC, uc_weight),
         "uc-D": WeightedTowers.single(paths.student("uc")),
+        **{name: WeightedTowers.single(paths.baseline_model(name)) for name in BASELINES},
     }
     assert tuple(models) == MODEL_NAMES
     return models

@@ -57,6 +57,10 @@ def student(teacher: str) -> Path:
     return TRAINED_MODELS / "distill" / teacher
 
 
+def baseline_model(name: str) -> Path:
+    return TRAINED_MODELS / "baseline" / name
+
+
 def workspace_root(cwd: Path | None = None) -> Path:
     """The workspace the stages run for: the current folder, or the one that queued this experiment."""
     cwd = (cwd or Path.cwd()).resolve()

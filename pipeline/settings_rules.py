@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from pipeline.errors import PipelineError
-from pipeline.models import MODEL_NAMES, STUDENTS, evaluated_model_folders
+from pipeline.models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
 
 # ---- allowed values ---------------------------------------------------------------------------
 SCALES = ("tiny", "small", "paper", "rehearsal")
@@ -172,11 +172,21 @@ def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") 
     return endpoint
 
 
-def validate_evaluated_models(models: Mapping[str, Mapping[str, str]], teachers: Iterable[str], key: str = "models") -> None:
+def validate_baselines(names: Iterable[str], key: str = "baselines") -> None:
+    """`baselines` of params.yaml: each a seed paper's model of the registry (`pipeline.models.BASELINES`)."""
+    for name in names:
+        if name not in BASELINES:
+            raise PipelineError(f"{key}.{name} is not a seed paper's model of the registry; baselines: {', '.join(BASELINES)}")
+
+
+def validate_evaluated_models(
+    models: Mapping[str, Mapping[str, str]], teachers: Iterable[str], baselines: Iterable[str] = (), key: str = "models"
+) -> None:
     """`models` of params.yaml against the registry (`pipeline.models`): known names, the registry's
-    folders, and a distilled model only where its teacher is distilled (`distill.teachers`)."""
+    folders, a distilled model only where its teacher is distilled (`distill.teachers`) and a seed
+    paper's model only where `baselines` trains it."""
     known = evaluated_model_folders()
-    teachers = set(teachers)
+    teachers, baselines = set(teachers), set(baselines)
     for name, entry in models.items():
         if name not in known:
             raise PipelineError(f"{key}.{name} is not a model of the pipeline; models: {', '.join(MODEL_NAMES)}")
@@ -188,6 +198,8 @@ def validate_evaluated_models(models: Mapping[str, Mapping[str, str]], teachers:
             raise PipelineError(
                 f"{key}.{name} is distilled from '{STUDENTS[name]}', which is not in distill.teachers; add it or drop {name}"
             )
+        if name in BASELINES and name not in baselines:
+            raise PipelineError(f"{key}.{name} is trained by baselines.{name}, which params.yaml lacks; add it or drop {name}")
 
 
 def validate_standin_hub(endpoint: str | None, mirror: str | None, checkpoint_source: str) -> None:

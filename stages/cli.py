@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from stages import analyze, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
+from stages import analyze, baseline, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
 from stages.common import one_line_errors
 
 app = typer.Typer(
@@ -19,7 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-TRAINING_STAGES = (pretrain, joint, distill)  # spread over PIPELINE_NPROC processes; each has check_processes
+TRAINING_STAGES = (pretrain, joint, distill, baseline)  # spread over PIPELINE_NPROC processes; each has check_processes
 MODEL_STAGES = (*TRAINING_STAGES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs
 
 
@@ -39,7 +39,7 @@ def on_devices(module):
     return wrapper
 
 
-for module in (download, rtt, pretrain, joint, distill, evaluate, checkpoints, analyze, report, bench):
+for module in (download, rtt, pretrain, joint, distill, baseline, evaluate, checkpoints, analyze, report, bench):
     app.command(module.NAME, help=module.__doc__)(on_devices(module) if module in MODEL_STAGES else module.command)
 
 

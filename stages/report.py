@@ -6,8 +6,9 @@ and analysis files from git); writes reports/tables/<id>.md, .csv, .tex, README.
 experiments.md (every run: its changed settings and each model's 7-STS average), the table figures
 and the loss surface (reports/figures/<id>.png, tensor_norm_surface.png) and the training curves
 reports/figures/training_loss.png and training_dev.png (from reports/training/*.csv).
-Checks the papers' claims of claims.yaml against the same runs: reports/REPRODUCTION.md and the
-verdict counts reports/claims.json. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
+Checks the papers' claims of claims.yaml against the same runs, and the papers' own numbers against
+themselves (tables.yaml, conf/checkpoints.yaml): reports/REPRODUCTION.md and the verdict counts
+reports/claims.json. `--queue <table>` prints the `dvc exp run --queue` commands of that table's
 missing experiments (`--run` queues them), after naming the queue's failed experiments — those DVC's
 queue lost without a log (a race of `dvc queue start -j N`) with the command that removes them."""
 
@@ -32,6 +33,7 @@ def command(
     from pipeline.errors import PipelineError
     from pipeline.reporting.claims import evaluate_claims, load_claims
     from pipeline.reporting.experiments import experiments_table
+    from pipeline.reporting.inconsistencies import check_references, inconsistencies
     from pipeline.reporting.queue import failed_experiments
     from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
     from pipeline.reporting.runs import recorded_environments, run_queue_command, search_experiments, workspace_run
@@ -43,6 +45,9 @@ def command(
     workspace_params = load_params(params).model_dump()
     tables = load_tables(tables_file)
     check_override_keys(tables, workspace_params)
+    problem = check_references(tables)
+    if problem:
+        raise PipelineError(f"invalid {tables_file}: {problem}")
     source = RunSource(workspace_run(workspace_params), lambda: search_experiments(tables.experiment_commits))
     if queue is None:
         claims = load_claims(tables, workspace_params, claims_file)
@@ -53,7 +58,9 @@ def command(
         found = source.experiments
         baseline = read_yaml_file(params, "run from the project root")  # as written, like each experiment's
         write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
-        claims_line = write_reproduction(verdicts, claims, workspace_params, environments)
+        own_numbers = inconsistencies(tables, Path(workspace_params["checkpoints"]["catalogue"]))
+        claims_line = write_reproduction(verdicts, claims, workspace_params, environments,
+                                         inconsistencies=own_numbers)
         summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")
         return
 

@@ -280,11 +280,11 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
     caplog.set_level(logging.INFO)
     result = CliRunner().invoke(app, ["analyze"])
     assert result.exit_code == 0, result.output
-    assert "[analyze] 4 of 8 models on 100 STS-B pairs" in result.output
+    assert "[analyze] 4 of 10 models on 100 STS-B pairs" in result.output
 
     analysis = tmp_path / "reports" / "analysis"
     analyzed = ["backbone", "pretrain-I", "pretrain-II", "ensemble"]
-    for name in ("joint", "joint-D", "uc", "uc-D"):
+    for name in ("joint", "joint-D", "uc", "uc-D", "simcse", "gs-infonce"):
         assert not (analysis / f"{name}.json").exists()
         assert sum(f"skipping {name}:" in record.getMessage() for record in caplog.records) == 1
 

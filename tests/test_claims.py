@@ -17,8 +17,8 @@ import yaml
 
 from pipeline.errors import PipelineError
 from pipeline.reporting.claims import (
-    CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, OTHER_SCALE, REPRODUCED, VERDICTS,
-    evaluate_claims, order_verdict, parse_claims, seed_interval, value_verdict, verdict_key,
+    CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, OTHER_BACKBONE, OTHER_SCALE, REPRODUCED, VERDICTS,
+    evaluate_claims, order_verdict, parse_claims, seed_interval, value_verdict, verdict_counts, verdict_key,
 )
 from pipeline.reporting.report import write_reproduction
 from pipeline.reporting.runs import ExperimentSearch, Run, recorded_environments
@@ -64,7 +64,7 @@ def claims_file(*claims: dict) -> dict:
 
 def order_claim(**changes) -> dict:
     claim = {"id": "tncse-beats-untrained", "claim": "TNCSE beats the untrained twin", "source": SOURCE,
-             "kind": "order", "metric": "avg", "paper": "79.58 > 78.27", "better": TNCSE, "worse": UNTRAINED}
+             "kind": "order", "backbone": "bert", "metric": "avg", "paper": "79.58 > 78.27", "better": TNCSE, "worse": UNTRAINED}
     return claim | changes
 
 
@@ -163,7 +163,7 @@ def test_a_trend_is_checked_as_its_order_claims(tiny_params_dict):
     planted = {"joint": 75.0, "ensemble": 73.0, "pretrain-I": 71.0}
     files = files_of({model: (avg, avg + shared + rng.normal(0, 0.2, RESAMPLES)) for model, avg in planted.items()})
     subjects = [TNCSE, UNTRAINED, {"label": "Tower I", "model": "pretrain-I"}]
-    trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "metric": "avg", "paper": "…",
+    trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "backbone": "bert", "metric": "avg", "paper": "…",
              "shape": "decreasing", "subjects": subjects}
     best = trend | {"id": "best", "shape": "first-best", "subjects": subjects[::-1]}
     falls, first_best = evaluate(claims_file(trend, best), tiny_params_dict, files)
@@ -271,17 +271,119 @@ def test_the_committed_claims_load_and_cover_the_papers(tiny_params_dict):
     raw = yaml.safe_load((REPO_ROOT / "claims.yaml").read_text())
     claims = parse_claims(raw, TABLES, tiny_params_dict)
     ids = {claim.id for claim in claims.claims}
-    for wanted in ("tncse-bert-avg", "tncse-roberta-avg", "jtcse-bert-avg", "jtcse-roberta-avg", "towers-untrained-tncse",
-                   "jtcse-beats-tncse-bert", "tncse-d-keeps-twin", "tncse-uc-beats-twin", "tncse-loss-ablation",
-                   "jtcse-loss-ablation", "jtcse-cael-best", "layernorm-tncse-falls", "gs-infonce-beats-infonce-bert",
-                   "simcse-bert-avg", "sick-not-needed-sick-r"):
+    for wanted in ("tncse-bert-avg", "tncse-roberta-avg", "jtcse-bert-avg", "jtcse-roberta-avg", "tncse-beats-untrained",
+                   "tncse-beats-simcse-bert", "jtcse-beats-simcse-bert", "tncse-beats-own-towers", "jtcse-beats-tncse-bert",
+                   "tncse-d-beats-simcse-bert", "tncse-uc-beats-rankcse-uc-bert", "tncse-loss-ablation",
+                   "jtcse-loss-ablation", "jtcse-cael-best", "layernorm-tncse-falls", "gs-infonce-beats-simcse-bert",
+                   "simcse-bert-avg", "gmac-twin", "norm-last-hidden-low", "cls-energy-tracks-sts", "tncse-beats-jtcse-mteb-sts22",
+                   "pooling-cls-best-jtcse", "gs-infonce-m-best-at-3", "sick-not-needed-sick-r"):
         assert wanted in ids, wanted
+    assert len(claims.claims) >= 60
+    questions = {claim.id for claim in claims.claims if claim.origin == "project"}
+    assert {"untrained-beats-tower-ii", "tncse-d-keeps-twin", "jtcse-d-keeps-twin", "tncse-uc-beats-twin",
+            "jtcse-uc-beats-twin", "sick-not-needed-sick-r"} <= questions
     seeds = REPO_ROOT.parent / "shared"
     for claim in claims.claims:
+        if claim.source is None:
+            assert claim.origin == "project", claim.id
+            continue
         assert (seeds / claim.source.file).is_file(), claim.source.file
         if claim.kind == "value":  # the quoted cell is the number tables.yaml holds
             paper = next(row for row in TABLES.tables[claim.table].rows if row.label == claim.row).paper[claim.column]
             assert f"{paper:.2f}" in claim.source.quote, claim.id
+
+
+# --- backbones, kinds beyond value/order/trend, project questions ---------------------------------------
+
+
+def test_a_roberta_claim_at_tiny_scale_reads_other_backbone_and_is_counted_once(tiny_params_dict, paper_params):
+    rng = np.random.default_rng(5)
+    shared = rng.normal(0.0, 1.0, RESAMPLES)
+    files = files_of({"joint": (75.0, 75.0 + shared), "ensemble": (73.0, 73.0 + shared)})
+    bert, roberta = order_claim(), order_claim(id="tncse-beats-untrained-roberta", backbone="roberta")
+    on_bert, on_roberta = evaluate(claims_file(bert, roberta), tiny_params_dict, files)
+    assert on_bert.verdict == HOLDS  # MiniLM stands in for BERT-base (conf/backbone/minilm.yaml)
+    assert on_roberta.verdict == OTHER_BACKBONE and on_roberta.comparisons == []
+    assert "RoBERTa-base is not this run's backbone" in on_roberta.note and "minilm" in on_roberta.note
+    counts = verdict_counts([on_bert, on_roberta])
+    assert counts["verdicts"]["holds"] == 1 and counts["verdicts"]["other_backbone"] == 1
+    roberta_value = value_claim(id="tncse-roberta-avg", table="tncse-sts-roberta")
+    (value,) = evaluate(claims_file(roberta_value), tiny_params_dict, {"reports/metrics/details/joint.json": details(79.0)})
+    assert value.verdict == OTHER_BACKBONE and value.ours is None  # the MiniLM run is not shown as RoBERTa's
+    (at_paper,) = evaluate(claims_file(roberta), paper_params, files)
+    assert at_paper.verdict == NOT_RUN  # at paper scale it reads the RoBERTa experiments, none here
+    assert "backbone=roberta" in at_paper.commands[0]
+
+
+def test_an_unknown_or_missing_backbone_is_one_line(tiny_params_dict):
+    with pytest.raises(PipelineError, match="backbone 'gpt' is not a paper backbone of conf/backbone/; backbones: bert, roberta"):
+        parse_claims(claims_file(order_claim(backbone="gpt")), TABLES, tiny_params_dict)
+    unsaid = order_claim()
+    del unsaid["backbone"]
+    with pytest.raises(PipelineError, match=r"claims.0 \(tncse-beats-untrained\): give the backbone the claim is about"):
+        parse_claims(claims_file(unsaid), TABLES, tiny_params_dict)
+
+
+def analysis(**values) -> dict:
+    return values
+
+
+def test_exact_range_and_correlation_claims(tiny_params_dict, paper_params):
+    exact = {"id": "gmac", "claim": "10.90 GMAC", "source": SOURCE, "kind": "exact", "backbone": "bert", "column": "analysis:gmacs",
+             "subject": {"label": "twin", "model": "joint"}, "value": 10.90}
+    in_range = {"id": "norm", "claim": "14–16", "source": SOURCE, "kind": "range", "backbone": "bert", "column": "analysis:norm_probe.q05",
+                "subject": {"label": "twin", "model": "joint"}, "low": 14, "high": 16, "scales": ["tiny", "paper"]}
+    models = [{"label": name, "model": name} for name in ("backbone", "pretrain-I", "joint", "uc")]
+    correlation = {"id": "energy", "claim": "tracks", "source": SOURCE, "kind": "correlation", "backbone": "bert", "x": "analysis:e_cls_mean",
+                   "y": "avg", "sign": "positive", "strength_reason": "stated", "paper": "Fig. 10", "models": models}
+    energies, averages = [0.10, 0.12, 0.14, 0.13], [70.0, 71.0, 73.0, 72.0]
+    files = {f"reports/analysis/{entry['model']}.json": analysis(e_cls_mean=energy, gmacs=10.9042, norm_probe={"q05": 14.6})
+             for entry, energy in zip(models, energies)}
+    files |= {f"reports/metrics/details/{entry['model']}.json": details(avg) for entry, avg in zip(models, averages)}
+    at_paper = evaluate(claims_file(exact, in_range, correlation), paper_params, files)
+    assert [result.verdict for result in at_paper] == [REPRODUCED, HOLDS, HOLDS]
+    assert at_paper[2].ours == pytest.approx(1.0)
+    files["reports/analysis/joint.json"] = analysis(e_cls_mean=0.14, gmacs=10.8, norm_probe={"q05": 9.0})
+    at_tiny = evaluate(claims_file(exact, in_range, correlation | {"sign": "negative"}), tiny_params_dict, files)
+    assert [result.verdict for result in at_tiny] == [OTHER_SCALE, CONTRADICTED, CONTRADICTED]
+
+
+def test_a_metric_without_resamples_is_judged_against_its_band(tiny_params_dict):
+    alignment = order_claim(id="alignment", metric="analysis:alignment", lower_is_better=True, band=0.01,
+                            band_reason="stated")
+    files = {"reports/analysis/joint.json": {"alignment": 0.20}, "reports/analysis/ensemble.json": {"alignment": 0.25}}
+    (result,) = evaluate(claims_file(alignment), tiny_params_dict, files)
+    assert result.verdict == HOLDS and result.comparisons[0].difference == pytest.approx(0.05)
+    files["reports/analysis/joint.json"] = {"alignment": 0.245}
+    (result,) = evaluate(claims_file(alignment), tiny_params_dict, files)
+    assert result.verdict == INCONCLUSIVE  # 0.005 better, inside the band
+    with pytest.raises(PipelineError, match="give band and band_reason"):
+        parse_claims(claims_file(order_claim(metric="analysis:alignment")), TABLES, tiny_params_dict)
+
+
+def test_systems_we_do_not_run_are_the_papers_numbers_or_not_run(tiny_params_dict, paper_params):
+    rankcse = {"label": "RankCSE+UC", "paper_number": 80.32, "number_source": "TNCSE Table 1"}
+    files = {"reports/metrics/details/joint.json": details(81.0, (80.6, 81.4))}
+    claim = order_claim(worse=rankcse)
+    (at_paper,) = evaluate(claims_file(claim), paper_params, files)
+    assert at_paper.verdict == HOLDS and at_paper.comparisons[0].interval == pytest.approx((0.28, 1.08))
+    (at_tiny,) = evaluate(claims_file(claim), tiny_params_dict, files)
+    assert at_tiny.verdict == OTHER_SCALE  # the paper's number is at paper scale
+    single = order_claim(better={"label": "TNCSE-Single", "unavailable": "no such model in the registry"})
+    (missing,) = evaluate(claims_file(single), tiny_params_dict, files)
+    assert missing.verdict == NOT_RUN and "TNCSE-Single: not run here: no such model in the registry" in missing.note
+
+
+def test_a_project_question_needs_why_and_a_paper_claim_its_source(tiny_params_dict):
+    question = order_claim(origin="project")
+    del question["source"]
+    with pytest.raises(PipelineError, match="a project question needs `why`"):
+        parse_claims(claims_file(question), TABLES, tiny_params_dict)
+    parse_claims(claims_file(question | {"why": "asked because"}), TABLES, tiny_params_dict)
+    unsourced = order_claim()
+    del unsourced["source"]
+    with pytest.raises(PipelineError, match="a paper's claim needs its source"):
+        parse_claims(claims_file(unsourced), TABLES, tiny_params_dict)
 
 
 # --- REPRODUCTION.md and claims.json ------------------------------------------------------------------
@@ -305,6 +407,8 @@ def test_reproduction_lists_every_claim_and_its_counts_equal_claims_json(tmp_pat
     for verdict in VERDICTS:
         assert f"- {verdict}: {tally['verdicts'][verdict_key(verdict)]}\n" in text
     assert tally["verdicts"]["other_scale"] > 0 and tally["verdicts"]["not_run"] > 0  # value claims; JTCSE runs
+    assert tally["origins"] == {"paper": len(claims.claims) - 6, "project": 6}
+    assert text.index("## The papers' claims") < text.index("## The project's own questions") < text.index("## Verdicts")
     assert "`dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6`" in text
 
 

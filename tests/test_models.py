@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from pipeline.config import parse_params
-from pipeline.models import MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
+from pipeline.errors import PipelineError
+from pipeline.models import BASELINES, MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
 
 from tiny_models import save_tiny_bert
 
@@ -17,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_registry_names_every_pipeline_model_with_its_folders_and_weights(tiny_params_dict):
     models = pipeline_models(parse_params(tiny_params_dict))
-    assert list(models) == ["backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
+    assert list(models) == ["backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D",
+                            "simcse", "gs-infonce"]
     assert list(models["backbone"]) == [("data/backbone", 1.0)]
     assert list(models["pretrain-II"]) == [("data/models/pretrain/II", 1.0)]
     assert list(models["ensemble"]) == [("data/models/pretrain/I", 1.0), ("data/models/pretrain/II", 1.0)]
@@ -26,6 +28,8 @@ def test_registry_names_every_pipeline_model_with_its_folders_and_weights(tiny_p
     assert list(models["uc"]) == [("data/models/joint/I", 1 - w), ("data/models/joint/II", 1 - w), ("data/uc", w)]
     assert list(models["joint-D"]) == [("data/models/distill/joint", 1.0)]
     assert list(models["uc-D"]) == [("data/models/distill/uc", 1.0)]
+    assert list(models["simcse"]) == [("data/models/baseline/simcse", 1.0)]
+    assert list(models["gs-infonce"]) == [("data/models/baseline/gs-infonce", 1.0)]
 
 
 def test_the_uc_weight_has_one_source_and_jtcse_may_override_it(tiny_params_dict):
@@ -95,9 +99,19 @@ def test_a_table_row_names_a_model_of_the_registry():
         RowSpec(label="D", model="distilled")
 
 
-def test_without_models_every_registry_model_is_evaluated(tiny_params_dict):
-    del tiny_params_dict["models"]
-    assert tuple(pipeline_models(parse_params(tiny_params_dict))) == MODEL_NAMES
+def test_without_models_every_registry_model_but_the_seed_papers_is_evaluated(tiny_params_dict):
+    """params made before the seed papers' models have no `baselines`: their default evaluates the rest."""
+    del tiny_params_dict["models"], tiny_params_dict["baselines"]
+    assert tuple(pipeline_models(parse_params(tiny_params_dict))) == tuple(name for name in MODEL_NAMES if name not in BASELINES)
+
+
+def test_a_seed_papers_model_is_evaluated_only_where_baselines_trains_it(tiny_params_dict):
+    del tiny_params_dict["baselines"]["gs-infonce"]
+    with pytest.raises(PipelineError, match="models.gs-infonce is trained by baselines.gs-infonce, which params.yaml lacks"):
+        parse_params(tiny_params_dict)
+    tiny_params_dict["baselines"]["bert-flow"] = tiny_params_dict["baselines"]["simcse"]
+    with pytest.raises(PipelineError, match="baselines.bert-flow is not a seed paper's model of the registry"):
+        parse_params(tiny_params_dict)
 
 
 def test_a_subset_of_models_is_evaluated_in_registry_order(tiny_params_dict):

@@ -15,6 +15,7 @@ REHEARSAL_OVERRIDES = {
     "rtt.endpoint",
     "pretrain.precision", "train.activation_checkpointing",
     "pretrain.max_steps", "train.max_steps", "distill.teachers.joint.max_steps", "distill.teachers.uc.max_steps",
+    "baselines.simcse.precision", "baselines.simcse.max_steps", "baselines.gs-infonce.precision", "baselines.gs-infonce.max_steps",
     "eval.max_pairs", "analysis.align_data",
     "checkpoints.source",
 }  # fmt: skip

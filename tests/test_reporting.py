@@ -43,6 +43,13 @@ def baseline_params() -> dict:
     return EXP_SHOW[1]["data"]["params"]["params.yaml"]["data"]
 
 
+def roberta_params() -> dict:
+    """The fixture's params relabelled as a paper-scale RoBERTa-base run."""
+    params = baseline_params() | {"scale": "paper"}
+    params["backbone"] = params["backbone"] | {"name": "roberta", "num_layers": 12}
+    return params
+
+
 def source_with(files: dict[str, dict], params: dict | None = None, runs: list[Run] | None = None) -> RunSource:
     metrics_files = {f"reports/metrics/{model}.json": data for model, data in files.items()}
     workspace = Run("workspace", params or baseline_params(), metrics_files)
@@ -120,10 +127,10 @@ def test_the_index_lists_the_figures_that_exist(tmp_path):
     assert "attention_maps.png" not in readme  # not drawn yet
 
 
-def test_placeholders_scale_with_the_batch_size():
-    table = build_table(TABLES, "gs-infonce-m", source_with({}))
+def test_placeholders_scale_with_the_batch_size(tiny_params_dict):
+    table = build_table(TABLES, "gs-infonce-m", source_with({}, tiny_params_dict))
     half = row_of(table, "M = 0.5 × batch").command
-    assert half.endswith("-S pretrain.gaussian.enabled=true -S pretrain.gaussian.count=8")  # tiny batch 16
+    assert half.endswith("-S baselines.gs-infonce.gaussian.count=8")  # tiny batch 16
 
 
 def test_paper_scale_rows_of_another_backbone_are_queued_with_the_papers_settings():
@@ -201,7 +208,7 @@ def test_a_table_whose_rows_are_seeds_must_aggregate_them():
 def test_cells_carry_the_bootstrap_interval_of_their_run():
     details = metrics(70.0) | {"intervals": {"STS12": {"low": 67.0, "high": 72.0, "se": 1.2},
                                              "avg": {"low": 72.5, "high": 73.5, "se": 0.25}}}
-    workspace = Run("workspace", baseline_params(), {"reports/metrics/details/joint.json": details})
+    workspace = Run("workspace", roberta_params(), {"reports/metrics/details/joint.json": details})
     table = build_table(TABLES, "tncse-sts-roberta", RunSource(workspace, lambda: ExperimentSearch([])))
     tncse = row_of(table, "TNCSE")
     assert tncse.intervals == {"STS12": (67.0, 72.0), "Avg.": (72.5, 73.5)}
@@ -216,10 +223,19 @@ def test_experiments_are_not_listed_when_the_workspace_has_every_row():
     def search() -> ExperimentSearch:
         raise AssertionError("dvc exp show should not run")
 
-    models = ["pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
+    models = ["simcse", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D"]
     files = {f"reports/metrics/{model}.json": metrics(70.0) for model in models}
-    table = build_table(TABLES, "tncse-sts-roberta", RunSource(Run("workspace", baseline_params(), files), search))
+    table = build_table(TABLES, "tncse-sts-roberta", RunSource(Run("workspace", roberta_params(), files), search))
     assert table.complete and {row.run for row in table.rows} == {"workspace"}
+
+
+def test_rows_of_another_backbone_below_paper_scale_are_not_applicable():
+    """A MiniLM run stands in for BERT-base (conf/backbone/minilm.yaml): it is no RoBERTa-base row."""
+    files = {"reports/metrics/joint.json": metrics(70.0)}
+    table = build_table(TABLES, "tncse-sts-roberta", source_with(files))
+    assert all(row.not_applicable and not row.present for row in table.rows)
+    assert "minilm (it stands in for BERT-base)" in row_of(table, "TNCSE").not_applicable
+    assert table.scale_line.startswith("TINY SCALE, NOT COMPARED: RoBERTa-base is not this run's backbone")
 
 
 def test_metric_paths_may_contain_dots():
@@ -371,6 +387,8 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_params_dict))
     (tmp_path / "tables.yaml").write_text((REPO_ROOT / "tables.yaml").read_text())
     (tmp_path / "claims.yaml").write_text((REPO_ROOT / "claims.yaml").read_text())
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "checkpoints.yaml").write_text((REPO_ROOT / "conf" / "checkpoints.yaml").read_text())
     (tmp_path / "reports" / "metrics").mkdir(parents=True)
     (tmp_path / "reports" / "metrics" / "joint.json").write_text(json.dumps(metrics(70.0)))
     (tmp_path / "reports" / "tables").mkdir()
@@ -452,7 +470,7 @@ CORRECTIONS = {
     ("jtcse-sts-roberta", "TNCSE D", "Avg."): (79.73, 79.91),  # TNCSE Table 1 and the row's mean
 }
 SPEC_LABELS = {
-    "SimCSE": "Tower I (SimCSE + RTT) vs SimCSE",
+    "SimCSE": "SimCSE (ours, Wiki1M alone)",
     "BERT-base": "BERT-base, first-last avg. (untrained backbone)",
     "RoBERTa-base": "RoBERTa-base, first-last avg. (untrained backbone)",
 }

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from pipeline.config import Params
 from pipeline.data.readers import read_sick
@@ -101,6 +101,23 @@ def build_corpus(wiki: list[str], sick: list[str]) -> list[str]:
     return list(dict.fromkeys(wiki + sick))
 
 
+def sick_sentences(senteval: Path, splits: Sequence[str]) -> list[str]:
+    """Both sentences of every pair of the SICK `splits`, in file order (repeats kept)."""
+    return [sentence for name in (SICK_SPLIT_FILES[split] for split in splits)
+            for pair in read_sick(senteval / "SICK" / name) for sentence in (pair.sentence1, pair.sentence2)]
+
+
+def wiki_part(corpus: Sequence[str], sick: Sequence[str]) -> list[str]:
+    """The Wiki1M sentences of a `build_corpus` corpus: it less its tail of SICK sentences (the SICK
+    sentences that Wiki1M lacks are appended after it). A Wiki1M sentence that is also a SICK
+    sentence stays, unless it is among the Wiki1M part's last lines."""
+    appended = set(sick)
+    end = len(corpus)
+    while end and corpus[end - 1] in appended:
+        end -= 1
+    return list(corpus[:end])
+
+
 @contextmanager
 def _backbone_hub(params: Params, corpus: Path, raw: Path) -> Iterator[str | None]:
     """The hub the backbones come from: `data.hub_endpoint`, or with `standin` (the rehearsal) a
@@ -149,11 +166,7 @@ def download(params: Params, data_root: Path = paths.DATA) -> DownloadSummary:
     else:  # the canonical sources hold only the SentEval-processed form; say so instead of leaving a gap
         write_text_atomic(at(paths.ORIGINAL_BENCHMARKS) / "SOURCE.txt", "no original-release benchmarks: they come only from a mirror\n")
 
-    sick: list[str] = []
-    if params.data.add_sick:
-        for name in (SICK_SPLIT_FILES[split] for split in params.data.sick_splits):
-            for pair in read_sick(senteval / "SICK" / name):
-                sick += [pair.sentence1, pair.sentence2]
+    sick = sick_sentences(senteval, params.data.sick_splits) if params.data.add_sick else []
     corpus = build_corpus(wiki, sick)
     write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
 

@@ -1,11 +1,23 @@
-"""The papers' claims as data (`claims.yaml`) and their verdicts against our runs (DESIGN.md §10).
+"""The papers' claims and the project's own questions as data (`claims.yaml`), and their verdicts
+against our runs (DESIGN.md §10).
 
-A claim is a value (a table cell of tables.yaml: our number against the paper's, within ε), an
-order (one model beats another on a metric: the paired bootstrap interval of the difference), or a
-trend (a sweep's shape, checked as the order claims it implies). Each carries the sentence or cell it
-rests on. The runs a claim reads are found exactly as the tables' rows are (`tables.find_row`), so a
-claim whose runs do not exist is "not run" with the command that runs them. The verdict rules are in
-docs/method.md ("Claims and verdicts").
+Each claim kind is one class that validates itself, judges itself (`judge`) and renders itself
+(`ours_text`, `paper_text`); `Claim` is their union, and a new kind is one more class in it.
+
+- value: a table cell of tables.yaml (our number against the paper's, within ε);
+- order: one model beats another on a column (the interval of the difference against a band);
+- trend: a sweep's shape, checked as the order claims it implies;
+- exact: a deterministic count (GMACs) equal to the paper's at its printed precision;
+- range: a value within [low, high];
+- correlation: the sign and strength of a correlation of two columns across models.
+
+A claim is the papers' (`origin: paper`, quoted verbatim from its seed under ../shared/seeds/,
+tests/test_claim_quotes.py) or the project's own question (`origin: project`, with `why` it is
+asked). A claim about a backbone is judged on a run of that backbone only (pipeline.reporting.backbones):
+otherwise its verdict is "other backbone: not compared". The runs a claim reads are found exactly as
+the tables' rows are (`tables.find_row`), so a claim whose runs do not exist is "not run" with the
+command that runs them. The verdict rules are in docs/method.md ("Claims and verdicts"); the two
+small functions `difference_interval` and `interval_verdict` are where they are computed.
 """
 
 from __future__ import annotations
@@ -25,8 +37,11 @@ from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.evaluation.intervals import CONFIDENCE, paired_interval
 from pipeline.models import MODEL_NAMES
+from pipeline.reporting.backbones import other_backbone
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
-from pipeline.reporting.spec import ExperimentSpec, RowSpec, Spec, TablesFile, TableSpec, split_override
+from pipeline.reporting.spec import (
+    ANALYSIS_PREFIX, MTEB_PREFIX, ExperimentSpec, RowSpec, Spec, TablesFile, TableSpec, check_paper_backbone, split_override,
+)
 from pipeline.reporting.tables import Row, RunSource, build_table, experiment_axes, find_row
 from pipeline.settings_rules import SCALES
 
@@ -34,7 +49,9 @@ CLAIMS_FILE = Path("claims.yaml")
 REPRODUCED, HIGHER, NOT_REPRODUCED = "reproduced", "reproduced, higher", "not reproduced"
 HOLDS, CONTRADICTED = "holds", "contradicted"
 INCONCLUSIVE, NOT_RUN, OTHER_SCALE = "inconclusive", "not run", "other scale: not compared"
-VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_RUN, OTHER_SCALE)
+OTHER_BACKBONE = "other backbone: not compared"
+VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_RUN, OTHER_SCALE, OTHER_BACKBONE)
+ORIGINS = ("paper", "project")
 _CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _TOLERANCE = 1e-9  # |Δ| = ε exactly counts as inside the band, whatever the float rounding
 
@@ -44,30 +61,173 @@ def verdict_key(verdict: str) -> str:
     return re.sub(r"[^a-z]+", "_", verdict.split(":")[0]).strip("_")
 
 
-# --- the schema ---------------------------------------------------------------------------------
+# --- the verdict rules: the interval of a difference, and the verdict from an interval and a band -----
+
+
+def value_verdict(ours: float, paper: float, epsilon: float, interval: tuple[float, float] | None) -> str:
+    """docs/method.md, "Claims and verdicts": inside the band reproduced; outside it, inconclusive when
+    our interval reaches the band, else higher or not reproduced."""
+    delta = ours - paper
+    if abs(delta) <= epsilon + _TOLERANCE:
+        return REPRODUCED
+    low, high = interval if interval is not None else (ours, ours)
+    if low <= paper + epsilon and high >= paper - epsilon:
+        return INCONCLUSIVE
+    return HIGHER if delta > 0 else NOT_REPRODUCED
+
+
+def interval_verdict(interval: tuple[float, float], margin: float = 0.0, band: float = 0.0) -> str:
+    """The interval of better − worse against the margin, widened by `band` either way: wholly above
+    holds, wholly below contradicted, else inconclusive."""
+    low, high = interval
+    if low > margin + band:
+        return HOLDS
+    if high < margin - band:
+        return CONTRADICTED
+    return INCONCLUSIVE
+
+
+def order_verdict(interval: tuple[float, float], margin: float = 0.0) -> str:
+    """The paired interval of better − worse: above the margin holds, below contradicted, else inconclusive."""
+    return interval_verdict(interval, margin)
+
+
+def difference_interval(better: np.ndarray, worse: np.ndarray) -> tuple[float, float]:
+    """The interval of the difference of two models' paired bootstrap resamples."""
+    return paired_interval(better, worse)
+
+
+def seed_interval(mean: float, std: float, count: int, level: float = CONFIDENCE) -> tuple[float, float]:
+    """The t interval of a mean over `count` seed runs."""
+    half = stats.t.ppf(0.5 + level / 2, count - 1) * std / math.sqrt(count)
+    return mean - half, mean + half
+
+
+# --- judging: what every kind reads ---------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """One `better` vs `worse` pair of an order or trend claim."""
+
+    better: str
+    worse: str
+    verdict: str
+    difference: float | None = None  # ours, better − worse
+    interval: tuple[float, float] | None = None  # the interval of the difference
+    note: str | None = None  # why it is not run or inconclusive
+    commands: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Verdict:
+    claim: Claim
+    verdict: str
+    ours: float | None = None
+    interval: tuple[float, float] | None = None
+    paper: float | None = None
+    epsilon: float | None = None
+    epsilon_reason: str | None = None
+    run: str | None = None
+    comparisons: list[Comparison] = field(default_factory=list)
+    note: str | None = None
+    commands: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Judging:
+    """What a claim is judged against: the claims file's defaults, the table specs, the runs, and the
+    settings every row keeps at the workspace's value (`tables.experiment_axes` plus the claims')."""
+
+    claims: ClaimsFile
+    tables: TablesFile
+    source: RunSource
+    axes: list[str]
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.source.workspace.params
+
+    @property
+    def scale(self) -> str:
+        return self.params["scale"]
+
+    def rows(self, subjects: list[SubjectSpec], columns: list[str], backbone: str, caption: str) -> dict[str, Row]:
+        """The subjects as rows of a table of `columns`, found as the tables' rows are; by label."""
+        if not any(subject.model for subject in subjects):
+            return {}
+        spec = TableSpec(
+            caption=caption, paper_source="claims.yaml", scale_note="the claim's", backbone=backbone,
+            columns={column: column for column in columns}, rows=[subject.as_row() for subject in subjects if subject.model],
+        )
+        return {subject.label: find_row(subject.as_row(), spec, self.axes, self.source)
+                for subject in subjects if subject.model}
+
+
+# --- the schema -----------------------------------------------------------------------------------
+
+
+def _metric_check(metric: str) -> str:
+    if metric in SCORE_COLUMNS or metric.startswith((ANALYSIS_PREFIX, MTEB_PREFIX)):
+        return metric
+    raise ValueError(f"metric {metric!r} must be a score column ({', '.join(SCORE_COLUMNS)}) or an analysis:/mteb: path")
 
 
 class SourceSpec(Spec):
-    file: str = Field(pattern=r"^seeds/\S+\.txt$", description="the seed file under /work/shared/seeds/")
+    file: str = Field(pattern=r"^seeds/\S+\.txt$", description="the seed file under ../shared/seeds/")
     where: str = Field(min_length=1, description="table or section")
-    quote: str = Field(min_length=1, description="the sentence or cell the claim rests on, verbatim")
+    quote: str = Field(min_length=1, description="the sentence or cell the claim rests on, verbatim; ' … ' elides")
+    reconstructed: str | None = Field(
+        None, description="why the quote is rebuilt, not copied (an overprinted line): its tokens occur in order on one seed line"
+    )
 
 
 class SubjectSpec(Spec):
-    """A model of pipeline/models.py, in the workspace or in the DVC experiment of its overrides."""
+    """A model of pipeline/models.py, in the workspace or in the DVC experiment of its overrides; or a
+    system we do not run: by the paper's own number (`paper_number`, with `number_source`), or
+    `unavailable` with the reason the project has no run of it."""
 
     label: str = Field(min_length=1)
-    model: Literal[MODEL_NAMES]  # type: ignore[valid-type]
+    model: Literal[MODEL_NAMES] | None = None  # type: ignore[valid-type]
     experiment: ExperimentSpec | None = None
+    paper_number: float | None = Field(None, description="a system the project does not train: the paper's number")
+    number_source: str | None = None
+    unavailable: str | None = Field(None, description="a system the project has no run of: why")
+    column: str | None = Field(None, description="this subject's own column, where it is not the claim's metric")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "SubjectSpec":
+        given = [self.model is not None, self.paper_number is not None, self.unavailable is not None]
+        if sum(given) != 1:
+            raise ValueError(f"subject {self.label!r}: give one of model, paper_number or unavailable")
+        if self.paper_number is not None and not self.number_source:
+            raise ValueError(f"subject {self.label!r}: paper_number goes with number_source")
+        if self.model is None and self.experiment:
+            raise ValueError(f"subject {self.label!r}: an experiment is a model's")
+        return self
+
+    @field_validator("column")
+    @classmethod
+    def _check_column(cls, column: str | None) -> str | None:
+        return column if column is None else _metric_check(column)
 
     def as_row(self) -> RowSpec:
+        assert self.model is not None
         return RowSpec(label=self.label, model=self.model, experiment=self.experiment)
+
+    def overrides(self) -> list[str]:
+        return self.experiment.overrides + self.experiment.paper_overrides if self.experiment else []
 
 
 class ClaimSpec(Spec):
     id: str = Field(min_length=1)
     claim: str = Field(min_length=1, description="the claim in words")
-    source: SourceSpec
+    origin: Literal[ORIGINS] = Field("paper", description="paper: the papers' claim, quoted; project: the project's question")  # type: ignore[valid-type]
+    why: str | None = Field(None, description="a project question: why the project asks it")
+    source: SourceSpec | None = None
+    backbone: str | None = Field(
+        None, description="the papers' backbone the claim is about (conf/backbone/); a value claim takes its table's"
+    )
 
     @field_validator("id")
     @classmethod
@@ -75,6 +235,83 @@ class ClaimSpec(Spec):
         if not _CLAIM_ID.match(claim_id):
             raise ValueError(f"claim id {claim_id!r} must be lowercase letters, digits and dashes")
         return claim_id
+
+    @field_validator("backbone")
+    @classmethod
+    def _check_backbone(cls, backbone: str | None) -> str | None:
+        return backbone if backbone is None else check_paper_backbone(backbone)
+
+    @model_validator(mode="after")
+    def _check_origin(self) -> "ClaimSpec":
+        if self.origin == "paper" and self.source is None:
+            raise ValueError(f"{self.id}: a paper's claim needs its source (file, where, quote)")
+        if self.origin == "project" and not self.why:
+            raise ValueError(f"{self.id}: a project question needs `why` it is asked")
+        return self
+
+    # -- what each kind provides --
+
+    def claim_backbone(self, tables: TablesFile) -> str:
+        assert self.backbone is not None  # checked at load (`cross_check`)
+        return self.backbone
+
+    def subjects(self) -> list[SubjectSpec]:
+        """The models the claim reads (their overrides are checked and are experiment axes)."""
+        return []
+
+    def cross_check(self, tables: TablesFile, params: dict[str, Any]) -> str | None:
+        """What the schema cannot see: names in tables.yaml and params.yaml."""
+        if self.backbone is None:
+            return "give the backbone the claim is about (a preset of conf/backbone/ with a title)"
+        for subject in self.subjects():
+            for override in subject.overrides():
+                key = split_override(override)[0]
+                if not has_param(params, key):
+                    return f"{subject.label}: unknown setting '{key}' (not in params.yaml)"
+        return None
+
+    def judge(self, judging: Judging) -> Verdict:
+        """The verdict: on another backbone not compared, else the kind's own judgement."""
+        elsewhere = other_backbone(self.claim_backbone(judging.tables), judging.params)
+        if elsewhere:
+            return Verdict(self, OTHER_BACKBONE, note=elsewhere)
+        return self.judge_here(judging)
+
+    @abstractmethod
+    def judge_here(self, judging: Judging) -> Verdict:
+        """The verdict on this run's backbone."""
+
+    @abstractmethod
+    def ours_text(self, result: Verdict) -> str:
+        """Our side, for REPRODUCTION.md."""
+
+    @abstractmethod
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        """The paper's side, for REPRODUCTION.md."""
+
+    def verdict_text(self, result: Verdict) -> str:
+        notes = result.note.split("; ") if result.note else []
+        notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
+        return f"**{result.verdict}**" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+
+
+def _interval_text(interval: tuple[float, float] | None) -> str:
+    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _signed(number: float) -> str:
+    return f"{round(number, 2) + 0.0:+.2f}"  # + 0.0 turns -0.0 into 0.0
+
+
+def _absence(row: Row) -> tuple[str, list[str]]:
+    if row.not_applicable:
+        return f"{row.label}: not applicable here: {row.not_applicable}", []
+    why = row.missing or row.missing_cells or "no number"
+    return f"{row.label}: {why}", [row.command] if row.command else []
+
+
+def _column_path(spec: TableSpec, header: str) -> str:
+    return next(path for path, named in spec.columns.items() if named == header)
 
 
 class ValueClaim(ClaimSpec):
@@ -95,15 +332,185 @@ class ValueClaim(ClaimSpec):
             raise ValueError("epsilon and epsilon_reason go together")
         return self
 
+    def claim_backbone(self, tables: TablesFile) -> str:
+        return tables.tables[self.table].backbone
+
+    def cross_check(self, tables: TablesFile, params: dict[str, Any]) -> str | None:
+        if self.table not in tables.tables:
+            return f"table {self.table!r} is not in tables.yaml"
+        spec = tables.tables[self.table]
+        row = next((row for row in spec.rows if row.label == self.row), None)
+        if row is None:
+            return f"row {self.row!r} is not in table {self.table}; rows: {', '.join(r.label for r in spec.rows)}"
+        if self.column not in row.paper:
+            return f"row {self.row!r} of {self.table} has no paper number for column {self.column!r}"
+        if self.seeds is not None:
+            seeds = tables.tables.get(self.seeds)
+            if seeds is None or seeds.aggregate is None:
+                return f"seeds: {self.seeds!r} is not a table of tables.yaml with an aggregate row"
+            if _column_path(spec, self.column) not in seeds.columns:
+                return f"seeds: table {self.seeds} has no column {_column_path(spec, self.column)!r}"
+        return None
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        spec = judging.tables.tables[self.table]
+        row_spec = next(row for row in spec.rows if row.label == self.row)
+        row = find_row(row_spec, spec, judging.axes, judging.source)
+        claims = judging.claims
+        result = Verdict(self, NOT_RUN, paper=row_spec.paper[self.column], epsilon=claims.default_epsilon,
+                         epsilon_reason=claims.default_epsilon_reason)
+        if self.epsilon is not None:
+            result.epsilon, result.epsilon_reason = self.epsilon, self.epsilon_reason
+        if row.present and row.ours.get(self.column) is not None:
+            result.ours, result.interval, result.run = row.ours[self.column], row.intervals.get(self.column), row.run
+        if self.seeds:
+            _use_seeds(result, build_table(judging.tables, self.seeds, judging.source), _column_path(spec, self.column))
+        if judging.scale != self.scale:
+            result.verdict, result.note = OTHER_SCALE, f"the paper's number is at {self.scale} scale, this run at {judging.scale}"
+        elif result.ours is None:
+            result.note, result.commands = _absence(row)
+        else:
+            result.verdict = value_verdict(result.ours, result.paper, result.epsilon, result.interval)
+        return result
+
+    def ours_text(self, result: Verdict) -> str:
+        if result.ours is None:
+            return "—"
+        return f"{result.ours:.2f}{_interval_text(result.interval)} ({result.run})"
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        if result.paper is None:
+            return "—"
+        reason = "the default" if result.epsilon_reason == default_reason else result.epsilon_reason
+        return f"{result.paper:.2f} (ε {result.epsilon:.2f}: {reason})"
+
+    def verdict_text(self, result: Verdict) -> str:
+        shown = super().verdict_text(result)
+        if result.ours is not None and result.paper is not None and result.verdict in (REPRODUCED, HIGHER, NOT_REPRODUCED, INCONCLUSIVE):
+            shown = shown.replace(f"**{result.verdict}**", f"**{result.verdict}** (Δ {_signed(result.ours - result.paper)})", 1)
+        return shown
+
+
+def _use_seeds(result: Verdict, seeds, column: str) -> None:
+    """With two seed runs or more, ours is their mean, its interval the t interval, ε their sample sd."""
+    aggregate = seeds.aggregate
+    header = seeds.spec.columns[column]
+    if aggregate is None or aggregate.ours.get(header) is None or header not in aggregate.spread:
+        return
+    mean, std = aggregate.ours[header], aggregate.spread[header]
+    result.ours, result.interval = mean, seed_interval(mean, std, aggregate.count)
+    result.run = f"{seeds.id}: mean of {aggregate.count} seed runs"
+    result.epsilon = std
+    result.epsilon_reason = f"the sample sd of our {aggregate.count} seed runs ({seeds.id})"
+
 
 class ComparisonClaim(ClaimSpec):
-    backbone: Literal["bert", "roberta"] = Field("bert", description="the backbone at paper scale")
-    metric: Literal[tuple(SCORE_COLUMNS)]  # type: ignore[valid-type]
-    paper: str = Field(min_length=1, description="the paper's numbers behind the claim, as text")
+    """Models compared on one column: an STS score (paired bootstrap intervals) or an `analysis:`/`mteb:`
+    path (no resamples: the point difference, against a `band` that says what difference counts)."""
 
-    @abstractmethod
-    def compared(self) -> list[SubjectSpec]:
-        """The subjects the claim compares, in its order."""
+    metric: str = Field(description="a score column, or an analysis:/mteb: path")
+    lower_is_better: bool = Field(False, description="the metric improves downwards (alignment, uniformity)")
+    band: float | None = Field(None, ge=0, description="a metric without resamples: the difference that counts")
+    band_reason: str | None = None
+    paper: str = Field(min_length=1, description="the paper's numbers behind the claim, as text")
+    scales: list[Literal[SCALES]] = Field(  # type: ignore[valid-type]
+        list(SCALES), min_length=1, description="the scales whose runs can show it (the papers' MTEB suites: paper)"
+    )
+
+    @field_validator("metric")
+    @classmethod
+    def _check_metric(cls, metric: str) -> str:
+        return _metric_check(metric)
+
+    def resampled(self) -> bool:
+        """Compared by paired bootstrap resamples: an STS score, the same column for every subject."""
+        return self.metric in SCORE_COLUMNS and not any(subject.column for subject in self.subjects())
+
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys([self.metric] + [subject.column for subject in self.subjects() if subject.column]))
+
+    @model_validator(mode="after")
+    def _banded(self) -> "ComparisonClaim":
+        resampled = self.resampled()
+        if not resampled and (self.band is None or not self.band_reason):
+            raise ValueError(f"{self.id}: {self.metric} has no paired resamples here: give band and band_reason")
+        if resampled and self.band is not None:
+            raise ValueError(f"{self.id}: an STS score is compared by its paired bootstrap interval, not a band")
+        return self
+
+    def compare(self, judging: Judging, rows: dict[str, Row], better: SubjectSpec, worse: SubjectSpec, margin: float) -> Comparison:
+        """better vs worse: the interval of the difference, then the verdict against the margin and band."""
+        pair = Comparison(better.label, worse.label, NOT_RUN)
+        if judging.scale not in self.scales:
+            pair.verdict = OTHER_SCALE
+            pair.note = f"compared at {' / '.join(self.scales)} scale; this run is {judging.scale}"
+            return pair
+        missing = [subject for subject in (better, worse) if subject.unavailable]
+        if missing:
+            pair.note = "; ".join(f"{subject.label}: not run here: {subject.unavailable}" for subject in missing)
+            return pair
+        fixed = [subject for subject in (better, worse) if subject.paper_number is not None]
+        if fixed and judging.scale != "paper":
+            pair.verdict = OTHER_SCALE
+            pair.note = f"{fixed[0].label} is the paper's number ({fixed[0].number_source}), at paper scale; this run is {judging.scale}"
+            return pair
+        found = [rows.get(subject.label) for subject in (better, worse)]
+        metrics = [subject.column or self.metric for subject in (better, worse)]
+        absent = [_absence(row) for row, metric in zip(found, metrics)
+                  if row is not None and (not row.present or row.ours.get(metric) is None)]
+        if absent:
+            pair.note = "; ".join(note for note, _ in absent)
+            pair.commands = [command for _, commands in absent for command in commands]
+            return pair
+        values = [subject.paper_number if row is None else row.ours[metric]
+                  for subject, row, metric in zip((better, worse), found, metrics)]
+        sign = -1.0 if self.lower_is_better else 1.0
+        pair.difference = sign * (values[0] - values[1])
+        pair.verdict = INCONCLUSIVE
+        if not self.resampled():  # no resamples: the point difference against the band
+            pair.interval = (pair.difference, pair.difference)
+            pair.verdict = interval_verdict(pair.interval, margin, self.band or 0.0)
+            return pair
+        if fixed:  # our interval against the paper's number
+            row = next(row for row in found if row is not None)
+            own = row.intervals.get(self.metric)
+            if own is None:
+                pair.note = f"no bootstrap interval for {row.label} (eval.bootstrap)"
+                return pair
+            offset = values[1] if found[0] is not None else -values[0]
+            low, high = (own[0] - offset, own[1] - offset) if found[0] is not None else (-own[1] - offset, -own[0] - offset)
+            pair.interval = (low, high)
+            pair.verdict = interval_verdict(pair.interval, margin)
+            return pair
+        resamples = [row.origin.resamples(subject.model) for subject, row in zip((better, worse), found)]
+        if any(entry is None for entry in resamples):
+            lacking = [row.label for row, entry in zip(found, resamples) if entry is None]
+            pair.note = f"no bootstrap resamples for {', '.join(lacking)} (eval.bootstrap)"
+            return pair
+        if resamples[0].get("indices") != resamples[1].get("indices"):
+            pair.note = "the two runs' bootstrap resamples differ (seed or pairs), so they do not pair"
+            return pair
+        task = SCORE_COLUMNS[self.metric]
+        scores = [(entry.get("scores") or {}).get(task) for entry in resamples]
+        if any(not isinstance(entry, list) or not entry for entry in scores):
+            pair.note = f"a bootstrap file has no resampled {task} scores"
+            return pair
+        difference = difference_interval(np.asarray(scores[0], dtype=float), np.asarray(scores[1], dtype=float))
+        pair.interval = (-difference[1], -difference[0]) if self.lower_is_better else difference
+        pair.verdict = interval_verdict(pair.interval, margin)
+        return pair
+
+    def ours_text(self, result: Verdict) -> str:
+        parts = []
+        for pair in result.comparisons:
+            shown = "—" if pair.difference is None else f"{_signed(pair.difference)}{_interval_text(pair.interval)}"
+            parts.append(f"{pair.better} − {pair.worse}: {shown} {pair.verdict}")
+        return "; ".join(parts) or "—"
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        band = f" (band {self.band:g}: {self.band_reason})" if self.band is not None else ""
+        direction = " (lower is better)" if self.lower_is_better else ""
+        return f"{self.paper}{direction}{band}"
 
 
 class OrderClaim(ComparisonClaim):
@@ -121,10 +528,21 @@ class OrderClaim(ComparisonClaim):
             raise ValueError("a margin other than 0 needs its margin_reason")
         if self.better.label == self.worse.label:
             raise ValueError(f"better and worse are both labelled {self.better.label!r}")
+        if self.better.paper_number is not None and self.worse.paper_number is not None:
+            raise ValueError(f"{self.id}: both sides are paper numbers; compare a model we run")
         return self
 
-    def compared(self) -> list[SubjectSpec]:
+    def subjects(self) -> list[SubjectSpec]:
         return [self.better, self.worse]
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        rows = judging.rows(self.subjects(), self.columns(), self.claim_backbone(judging.tables), self.claim)
+        pair = self.compare(judging, rows, self.better, self.worse, self.margin)
+        return Verdict(self, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands)
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        shown = super().paper_text(result, default_reason)
+        return f"{shown} (margin {self.margin:+.2f}: {self.margin_reason})" if self.margin else shown
 
 
 class TrendClaim(ComparisonClaim):
@@ -132,21 +550,184 @@ class TrendClaim(ComparisonClaim):
 
     kind: Literal["trend"]
     shape: Literal["decreasing", "first-best"]
-    subjects: list[SubjectSpec] = Field(min_length=2)
+    sweep: list[SubjectSpec] = Field(min_length=2, alias="subjects")
 
-    @field_validator("subjects")
+    @field_validator("sweep")
     @classmethod
     def _unique(cls, subjects: list[SubjectSpec]) -> list[SubjectSpec]:
         labels = [subject.label for subject in subjects]
         if len(set(labels)) != len(labels):
             raise ValueError(f"subject labels {labels} must be unique")
+        if any(subject.model is None for subject in subjects):
+            raise ValueError("a sweep's subjects are models we run")
         return subjects
 
-    def compared(self) -> list[SubjectSpec]:
-        return self.subjects
+    def subjects(self) -> list[SubjectSpec]:
+        return self.sweep
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        rows = judging.rows(self.sweep, self.columns(), self.claim_backbone(judging.tables), self.claim)
+        kept = [subject for subject in self.sweep if not rows[subject.label].not_applicable]
+        skipped = [subject.label for subject in self.sweep if rows[subject.label].not_applicable]
+        if self.shape == "decreasing":
+            pairs = list(zip(kept, kept[1:]))
+        else:
+            pairs = [(kept[0], other) for other in kept[1:]] if kept and kept[0] is self.sweep[0] else []
+        comparisons = [self.compare(judging, rows, better, worse, 0.0) for better, worse in pairs]
+        verdicts = {pair.verdict for pair in comparisons}
+        if not comparisons:
+            verdict = NOT_RUN
+        elif CONTRADICTED in verdicts:
+            verdict = CONTRADICTED
+        elif NOT_RUN in verdicts:
+            verdict = NOT_RUN
+        elif verdicts == {HOLDS}:
+            verdict = HOLDS
+        else:
+            verdict = INCONCLUSIVE
+        notes = [f"{label}: not applicable here" for label in skipped]
+        if not comparisons:
+            notes.append("fewer than two points of the sweep can run here")
+        commands = list(dict.fromkeys(command for pair in comparisons for command in pair.commands))
+        return Verdict(self, verdict, comparisons=comparisons, note="; ".join(notes) or None, commands=commands)
 
 
-Claim = Annotated[ValueClaim | OrderClaim | TrendClaim, Field(discriminator="kind")]
+class _OneValueClaim(ClaimSpec):
+    """A claim on one number of one model: a column of its metrics, analysis or MTEB file."""
+
+    subject: SubjectSpec
+    column: str = Field(description="a score column, or an analysis:/mteb: path")
+    scales: list[Literal[SCALES]] = Field(  # type: ignore[valid-type]
+        ["paper"], min_length=1, description="the scales whose runs can show the claimed number"
+    )
+
+    @field_validator("column")
+    @classmethod
+    def _check_column(cls, column: str) -> str:
+        return _metric_check(column)
+
+    @field_validator("subject")
+    @classmethod
+    def _a_model(cls, subject: SubjectSpec) -> SubjectSpec:
+        if subject.model is None:
+            raise ValueError("the subject is a model we run")
+        return subject
+
+    def subjects(self) -> list[SubjectSpec]:
+        return [self.subject]
+
+    def measured(self, judging: Judging) -> tuple[Verdict | None, float | None, Row | None]:
+        """(a verdict when the number cannot be judged here, the number, its row)."""
+        if judging.scale not in self.scales:
+            note = f"the claimed number is at {' / '.join(self.scales)} scale; this run is {judging.scale}"
+            return Verdict(self, OTHER_SCALE, note=note), None, None
+        row = judging.rows([self.subject], [self.column], self.claim_backbone(judging.tables), self.claim)[self.subject.label]
+        if not row.present or row.ours.get(self.column) is None:
+            note, commands = _absence(row)
+            return Verdict(self, NOT_RUN, note=note, commands=commands), None, row
+        return None, row.ours[self.column], row
+
+    def ours_text(self, result: Verdict) -> str:
+        return "—" if result.ours is None else f"{result.ours:.4g} ({result.run})"
+
+
+class ExactClaim(_OneValueClaim):
+    """A deterministic count (GMACs): ours, rounded as the paper prints it, equals the paper's."""
+
+    kind: Literal["exact"]
+    value: float
+    decimals: int = Field(2, ge=0, le=6, description="the paper's printed precision")
+    scales: list[Literal[SCALES]] = Field(["paper", "rehearsal"], min_length=1)  # type: ignore[valid-type]
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        early, ours, row = self.measured(judging)
+        if early:
+            early.paper = self.value
+            return early
+        equal = round(ours, self.decimals) == round(self.value, self.decimals)
+        return Verdict(self, REPRODUCED if equal else NOT_REPRODUCED, ours=ours, paper=self.value, run=row.run)
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        return f"{self.value:.{self.decimals}f} (exactly, at {self.decimals} decimals)"
+
+
+class RangeClaim(_OneValueClaim):
+    """A value within [low, high] (the last hidden state's norm within 14–16)."""
+
+    kind: Literal["range"]
+    low: float
+    high: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RangeClaim":
+        if not self.low <= self.high:
+            raise ValueError(f"{self.id}: low {self.low} is above high {self.high}")
+        return self
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        early, ours, row = self.measured(judging)
+        if early:
+            return early
+        inside = self.low - _TOLERANCE <= ours <= self.high + _TOLERANCE
+        return Verdict(self, HOLDS if inside else CONTRADICTED, ours=ours, run=row.run)
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        return f"within [{self.low:g}, {self.high:g}]"
+
+
+class CorrelationClaim(ClaimSpec):
+    """Across `models`, `x` and `y` correlate with `sign` and at least `strength` (Spearman's ρ)."""
+
+    kind: Literal["correlation"]
+    models: list[SubjectSpec] = Field(min_length=3)
+    x: str
+    y: str
+    sign: Literal["positive", "negative"]
+    strength: float = Field(0.5, gt=0, le=1, description="|ρ| that counts as a correlation")
+    strength_reason: str = Field(min_length=1)
+    paper: str = Field(min_length=1)
+    scales: list[Literal[SCALES]] = Field(list(SCALES), min_length=1)  # type: ignore[valid-type]
+
+    @field_validator("x", "y")
+    @classmethod
+    def _check_column(cls, column: str) -> str:
+        return _metric_check(column)
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, models: list[SubjectSpec]) -> list[SubjectSpec]:
+        if any(subject.model is None or subject.column for subject in models):
+            raise ValueError("the correlated subjects are models we run, on the claim's x and y")
+        return models
+
+    def subjects(self) -> list[SubjectSpec]:
+        return self.models
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        if judging.scale not in self.scales:
+            return Verdict(self, OTHER_SCALE, note=f"compared at {' / '.join(self.scales)} scale; this run is {judging.scale}")
+        rows = judging.rows(self.models, [self.x, self.y], self.claim_backbone(judging.tables), self.claim)
+        points = [(row.ours[self.x], row.ours[self.y]) for row in rows.values()
+                  if row.present and row.ours.get(self.x) is not None and row.ours.get(self.y) is not None]
+        if len(points) < 3:
+            absent = [_absence(row) for row in rows.values() if not row.present]
+            return Verdict(self, NOT_RUN, note=f"{len(points)} of {len(rows)} models measured; three are needed",
+                           commands=list(dict.fromkeys(command for _, commands in absent for command in commands)))
+        rho = float(stats.spearmanr([x for x, _ in points], [y for _, y in points]).statistic)
+        signed = rho if self.sign == "positive" else -rho
+        verdict = HOLDS if signed >= self.strength else CONTRADICTED if signed <= -self.strength else INCONCLUSIVE
+        return Verdict(self, verdict, ours=rho, run=f"{len(points)} models")
+
+    def ours_text(self, result: Verdict) -> str:
+        return "—" if result.ours is None else f"ρ = {result.ours:+.2f} over {result.run}"
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        return f"{self.paper} ({self.sign}, |ρ| ≥ {self.strength:g}: {self.strength_reason})"
+
+
+Claim = Annotated[
+    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim, Field(discriminator="kind")
+]
 
 
 class ClaimsFile(Spec):
@@ -171,7 +752,7 @@ def parse_claims(raw: object, tables: TablesFile, params: dict[str, Any], source
     except ValidationError as error:
         raise PipelineError(f"invalid {source}: {describe_validation_error(error, str(source))}{_claim_named(error, raw)}") from None
     for index, claim in enumerate(claims.claims):
-        problem = _cross_check(claim, tables, params)
+        problem = claim.cross_check(tables, params)
         if problem:
             raise PipelineError(f"invalid {source}: claims.{index} ({claim.id}): {problem}")
     return claims
@@ -192,224 +773,19 @@ def load_claims(tables: TablesFile, params: dict[str, Any], path: Path | str = C
     return parse_claims(raw, tables, params, path)
 
 
-def _cross_check(claim: Claim, tables: TablesFile, params: dict[str, Any]) -> str | None:
-    if isinstance(claim, ValueClaim):
-        if claim.table not in tables.tables:
-            return f"table {claim.table!r} is not in tables.yaml"
-        spec = tables.tables[claim.table]
-        row = next((row for row in spec.rows if row.label == claim.row), None)
-        if row is None:
-            return f"row {claim.row!r} is not in table {claim.table}; rows: {', '.join(r.label for r in spec.rows)}"
-        if claim.column not in row.paper:
-            return f"row {claim.row!r} of {claim.table} has no paper number for column {claim.column!r}"
-        if claim.seeds is not None:
-            seeds = tables.tables.get(claim.seeds)
-            if seeds is None or seeds.aggregate is None:
-                return f"seeds: {claim.seeds!r} is not a table of tables.yaml with an aggregate row"
-            if _column_path(spec, claim.column) not in seeds.columns:
-                return f"seeds: table {claim.seeds} has no column {_column_path(spec, claim.column)!r}"
-        return None
-    for subject in claim.compared():
-        for override in subject.experiment.overrides + subject.experiment.paper_overrides if subject.experiment else []:
-            key = split_override(override)[0]
-            if not has_param(params, key):
-                return f"{subject.label}: unknown setting '{key}' (not in params.yaml)"
-    return None
-
-
-def _column_path(spec: TableSpec, header: str) -> str:
-    return next(path for path, named in spec.columns.items() if named == header)
-
-
-# --- the verdicts -------------------------------------------------------------------------------
-
-
-@dataclass
-class Comparison:
-    """One `better` vs `worse` pair of an order or trend claim."""
-
-    better: str
-    worse: str
-    verdict: str
-    difference: float | None = None  # ours, better − worse
-    interval: tuple[float, float] | None = None  # paired bootstrap interval of the difference
-    note: str | None = None  # why it is not run or inconclusive
-    commands: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Verdict:
-    claim: Claim
-    verdict: str
-    ours: float | None = None
-    interval: tuple[float, float] | None = None
-    paper: float | None = None
-    epsilon: float | None = None
-    epsilon_reason: str | None = None
-    run: str | None = None
-    comparisons: list[Comparison] = field(default_factory=list)
-    note: str | None = None
-    commands: list[str] = field(default_factory=list)
-
-
-def value_verdict(ours: float, paper: float, epsilon: float, interval: tuple[float, float] | None) -> str:
-    """docs/method.md, "Claims and verdicts": inside the band reproduced; outside it, inconclusive when
-    our interval reaches the band, else higher or not reproduced."""
-    delta = ours - paper
-    if abs(delta) <= epsilon + _TOLERANCE:
-        return REPRODUCED
-    low, high = interval if interval is not None else (ours, ours)
-    if low <= paper + epsilon and high >= paper - epsilon:
-        return INCONCLUSIVE
-    return HIGHER if delta > 0 else NOT_REPRODUCED
-
-
-def order_verdict(interval: tuple[float, float], margin: float = 0.0) -> str:
-    """The paired interval of better − worse: above the margin holds, below contradicted, else inconclusive."""
-    low, high = interval
-    if low > margin:
-        return HOLDS
-    if high < margin:
-        return CONTRADICTED
-    return INCONCLUSIVE
-
-
-def seed_interval(mean: float, std: float, count: int, level: float = CONFIDENCE) -> tuple[float, float]:
-    """The t interval of a mean over `count` seed runs."""
-    half = stats.t.ppf(0.5 + level / 2, count - 1) * std / math.sqrt(count)
-    return mean - half, mean + half
-
-
 def evaluate_claims(claims: ClaimsFile, tables: TablesFile, source: RunSource) -> list[Verdict]:
-    axes = list(dict.fromkeys(experiment_axes(tables) + _claim_axes(claims)))
-    return [_evaluate(claim, claims, tables, source, axes) for claim in claims.claims]
-
-
-def _claim_axes(claims: ClaimsFile) -> list[str]:
-    return [
-        split_override(override)[0]
-        for claim in claims.claims if not isinstance(claim, ValueClaim)
-        for subject in claim.compared()
-        if subject.experiment
-        for override in subject.experiment.overrides + subject.experiment.paper_overrides
-    ]
-
-
-def _evaluate(claim: Claim, claims: ClaimsFile, tables: TablesFile, source: RunSource, axes: list[str]) -> Verdict:
-    if isinstance(claim, ValueClaim):
-        return _evaluate_value(claim, claims, tables, source, axes)
-    subjects = claim.compared()
-    # The claim as a one-column table of its subjects, so its rows are found as the tables' rows are.
-    spec = TableSpec(
-        caption=claim.claim, paper_source=claim.source.file, scale_note=claim.source.where, backbone=claim.backbone,
-        columns={claim.metric: claim.metric}, rows=[subject.as_row() for subject in subjects],
-    )
-    rows = {subject.label: (subject, find_row(subject.as_row(), spec, axes, source)) for subject in subjects}
-    if isinstance(claim, OrderClaim):
-        pair = _compare(rows[claim.better.label], rows[claim.worse.label], claim.metric, claim.margin)
-        return Verdict(claim, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands)
-    return _evaluate_trend(claim, rows)
-
-
-def _evaluate_value(claim: ValueClaim, claims: ClaimsFile, tables: TablesFile, source: RunSource, axes: list[str]) -> Verdict:
-    spec = tables.tables[claim.table]
-    row_spec = next(row for row in spec.rows if row.label == claim.row)
-    row = find_row(row_spec, spec, axes, source)
-    result = Verdict(claim, NOT_RUN, paper=row_spec.paper[claim.column], epsilon=claims.default_epsilon,
-                     epsilon_reason=claims.default_epsilon_reason)
-    if claim.epsilon is not None:
-        result.epsilon, result.epsilon_reason = claim.epsilon, claim.epsilon_reason
-    if row.present and row.ours.get(claim.column) is not None:
-        result.ours, result.interval, result.run = row.ours[claim.column], row.intervals.get(claim.column), row.run
-    if claim.seeds:
-        _use_seeds(result, build_table(tables, claim.seeds, source), _column_path(spec, claim.column))
-    scale = source.workspace.params["scale"]
-    if scale != claim.scale:
-        result.verdict, result.note = OTHER_SCALE, f"the paper's number is at {claim.scale} scale, this run at {scale}"
-    elif result.ours is None:
-        result.note, result.commands = _absence(row)
-    else:
-        result.verdict = value_verdict(result.ours, result.paper, result.epsilon, result.interval)
-    return result
-
-
-def _use_seeds(result: Verdict, seeds, column: str) -> None:
-    """With two seed runs or more, ours is their mean, its interval the t interval, ε their sample sd."""
-    aggregate = seeds.aggregate
-    header = seeds.spec.columns[column]
-    if aggregate is None or aggregate.ours.get(header) is None or header not in aggregate.spread:
-        return
-    mean, std = aggregate.ours[header], aggregate.spread[header]
-    result.ours, result.interval = mean, seed_interval(mean, std, aggregate.count)
-    result.run = f"{seeds.id}: mean of {aggregate.count} seed runs"
-    result.epsilon = std
-    result.epsilon_reason = f"the sample sd of our {aggregate.count} seed runs ({seeds.id})"
-
-
-def _absence(row: Row) -> tuple[str, list[str]]:
-    if row.not_applicable:
-        return f"{row.label}: not applicable here: {row.not_applicable}", []
-    why = row.missing or row.missing_cells or "no number"
-    return f"{row.label}: {why}", [row.command] if row.command else []
-
-
-def _compare(better: tuple[SubjectSpec, Row], worse: tuple[SubjectSpec, Row], metric: str, margin: float) -> Comparison:
-    (better_subject, better_row), (worse_subject, worse_row) = better, worse
-    pair = Comparison(better_row.label, worse_row.label, NOT_RUN)
-    absent = [_absence(row) for row in (better_row, worse_row) if not row.present or row.ours.get(metric) is None]
-    if absent:
-        pair.note = "; ".join(note for note, _ in absent)
-        pair.commands = [command for _, commands in absent for command in commands]
-        return pair
-    pair.difference = better_row.ours[metric] - worse_row.ours[metric]
-    resamples = [row.origin.resamples(subject.model) for subject, row in (better, worse)]
-    pair.verdict = INCONCLUSIVE
-    if any(found is None for found in resamples):
-        lacking = [row.label for row, found in zip((better_row, worse_row), resamples) if found is None]
-        pair.note = f"no bootstrap resamples for {', '.join(lacking)} (eval.bootstrap)"
-        return pair
-    if resamples[0].get("indices") != resamples[1].get("indices"):
-        pair.note = "the two runs' bootstrap resamples differ (seed or pairs), so they do not pair"
-        return pair
-    task = SCORE_COLUMNS[metric]
-    scores = [(found.get("scores") or {}).get(task) for found in resamples]
-    if any(not isinstance(found, list) or not found for found in scores):
-        pair.note = f"a bootstrap file has no resampled {task} scores"
-        return pair
-    pair.interval = paired_interval(np.asarray(scores[0], dtype=float), np.asarray(scores[1], dtype=float))
-    pair.verdict = order_verdict(pair.interval, margin)
-    return pair
-
-
-def _evaluate_trend(claim: TrendClaim, rows: dict[str, tuple[SubjectSpec, Row]]) -> Verdict:
-    skipped = [row for _, row in rows.values() if row.not_applicable]
-    kept = [entry for entry in rows.values() if not entry[1].not_applicable]
-    if claim.shape == "decreasing":
-        pairs = list(zip(kept, kept[1:]))
-    else:
-        pairs = [(kept[0], other) for other in kept[1:]] if kept and kept[0] is next(iter(rows.values())) else []
-    comparisons = [_compare(better, worse, claim.metric, 0.0) for better, worse in pairs]
-    verdicts = {pair.verdict for pair in comparisons}
-    if not comparisons:
-        verdict = NOT_RUN
-    elif CONTRADICTED in verdicts:
-        verdict = CONTRADICTED
-    elif NOT_RUN in verdicts:
-        verdict = NOT_RUN
-    elif verdicts == {HOLDS}:
-        verdict = HOLDS
-    else:
-        verdict = INCONCLUSIVE
-    notes = [f"{row.label}: not applicable here" for row in skipped]
-    if not comparisons:
-        notes.append("fewer than two points of the sweep can run here")
-    commands = list(dict.fromkeys(command for pair in comparisons for command in pair.commands))
-    return Verdict(claim, verdict, comparisons=comparisons, note="; ".join(notes) or None, commands=commands)
+    claim_axes = [split_override(override)[0] for claim in claims.claims for subject in claim.subjects()
+                  for override in subject.overrides()]
+    axes = list(dict.fromkeys(experiment_axes(tables) + claim_axes))
+    judging = Judging(claims, tables, source, axes)
+    return [claim.judge(judging) for claim in claims.claims]
 
 
 def verdict_counts(verdicts: list[Verdict]) -> dict[str, Any]:
-    """reports/claims.json: the number of claims and of each verdict (every verdict listed, 0 included)."""
+    """reports/claims.json: the number of claims and of each verdict (every verdict listed, 0 included),
+    and how many are the papers' claims and how many the project's own questions."""
     counts = {verdict_key(verdict): 0 for verdict in VERDICTS}
     for result in verdicts:
         counts[verdict_key(result.verdict)] += 1
-    return {"claims": len(verdicts), "verdicts": counts}
+    origins = {origin: sum(result.claim.origin == origin for result in verdicts) for origin in ORIGINS}
+    return {"claims": len(verdicts), "verdicts": counts, "origins": origins}

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.reporting.claims import OTHER_SCALE, VERDICTS, OrderClaim, ValueClaim, Verdict, verdict_counts, verdict_key
+from pipeline.reporting.claims import VERDICTS, Verdict, verdict_counts, verdict_key
+from pipeline.reporting.inconsistencies import Inconsistency
+from pipeline.reporting.backbones import judged_backbone, title
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
 
@@ -202,8 +204,11 @@ def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
 VERDICT_LEGEND = (
     "Value claims: reproduced (|Δ| ≤ ε), reproduced, higher / not reproduced (outside the band, our interval too), "
     "inconclusive (outside the band, our interval reaching it). Order and trend claims: holds / contradicted "
-    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin), inconclusive "
-    "(it straddles). The exact rules: docs/method.md, \"Claims and verdicts\"."
+    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin; a metric without "
+    "resamples: the difference beyond its band), inconclusive (it straddles). Exact claims: reproduced when our count, "
+    "rounded as the paper prints it, equals the paper's. Range claims: holds inside [low, high]. Correlation claims: "
+    "holds when Spearman's ρ across the models has the claimed sign and strength. Other scale / other backbone: "
+    "this run cannot show it. The exact rules: docs/method.md, \"Claims and verdicts\"."
 )
 
 
@@ -254,46 +259,42 @@ def _markdown_row(cells: list[str]) -> str:
     return "| " + " | ".join(str(text).replace("|", r"\|").replace("\n", " ") for text in cells) + " |"
 
 
-def _interval_text(interval: tuple[float, float] | None) -> str:
-    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+def _claims_table(verdicts: list[Verdict], default_reason: str, why: bool = False) -> list[str]:
+    header = ["id", "claim"] + (["why the project asks"] if why else []) + ["source", "ours (95% interval)", "paper", "verdict"]
+    rows = []
+    for result in verdicts:
+        claim, source = result.claim, result.claim.source
+        quoted = "—" if source is None else f"{source.file}, {source.where}: “{source.quote}”" + (
+            f" (reconstructed: {source.reconstructed})" if source.reconstructed else "")
+        rows.append([claim.id, claim.claim] + ([claim.why] if why else []) + [
+            quoted, claim.ours_text(result), claim.paper_text(result, default_reason), claim.verdict_text(result)])
+    return [_markdown_row(header), _markdown_row([":--"] * len(header))] + [_markdown_row(row) for row in rows]
 
 
-def _ours(result: Verdict) -> str:
-    if isinstance(result.claim, ValueClaim):
-        if result.ours is None:
-            return "—"
-        return f"{result.ours:.2f}{_interval_text(result.interval)} ({result.run})"
-    parts = []
-    for pair in result.comparisons:
-        shown = "—" if pair.difference is None else f"{signed(pair.difference)}{_interval_text(pair.interval)}"
-        parts.append(f"{pair.better} − {pair.worse}: {shown} {pair.verdict}")
-    return "; ".join(parts) or "—"
-
-
-def _paper(result: Verdict, default_reason: str) -> str:
-    if isinstance(result.claim, ValueClaim):
-        reason = "the default" if result.epsilon_reason == default_reason else result.epsilon_reason
-        return f"{result.paper:.2f} (ε {result.epsilon:.2f}: {reason})"
-    claim = result.claim
-    if isinstance(claim, OrderClaim) and claim.margin:
-        return f"{claim.paper} (margin {claim.margin:+.2f}: {claim.margin_reason})"
-    return claim.paper
-
-
-def _verdict_text(result: Verdict) -> str:
-    shown = f"**{result.verdict}**"
-    if isinstance(result.claim, ValueClaim) and result.ours is not None and result.verdict != OTHER_SCALE:
-        shown += f" (Δ {signed(result.ours - result.paper)})"
-    notes = result.note.split("; ") if result.note else []
-    notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
-    return shown + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+def own_numbers_section(inconsistencies: list[Inconsistency]) -> list[str]:
+    """The papers' own numbers that disagree with themselves: computed from tables.yaml and
+    conf/checkpoints.yaml (pipeline.reporting.inconsistencies), never typed here."""
+    lines = [
+        "## The papers' own numbers", "",
+        "Transcribed rows whose printed average is not the mean of their cells beyond rounding, and numbers the text "
+        "states differently from a table; each with the value the project uses and why.", "",
+    ]
+    if not inconsistencies:
+        return lines + ["None found.", ""]
+    header = ["where", "row", "printed", "computed", "difference", "the project uses"]
+    lines += [_markdown_row(header), _markdown_row([":--"] * len(header))]
+    for found in inconsistencies:
+        lines.append(_markdown_row([found.where, found.row, found.printed, found.computed, found.difference, found.used]))
+    return lines + [""]
 
 
 def reproduction(
-    verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: float, default_reason: str
+    verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: float, default_reason: str,
+    inconsistencies: list[Inconsistency] | None = None,
 ) -> str:
-    """reports/REPRODUCTION.md: the scale and environment, one line per claim, the verdict counts and
-    the commands that run what is missing."""
+    """reports/REPRODUCTION.md: the scale and environment, the papers' claims, the project's own
+    questions, the verdict counts, the papers' own inconsistent numbers and the commands that run
+    what is missing."""
     scale = params["scale"]
     backbone = params["backbone"]["name"]
     if scale == "paper":
@@ -306,31 +307,29 @@ def reproduction(
         )
     else:
         scale_text = (
-            f"**{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT** ({backbone} stands in for BERT-base and RoBERTa-base): "
+            f"**{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT** ({backbone} stands in for {title(judged_backbone(params))}): "
             "value claims are not compared (the papers' numbers are at paper scale); order and trend claims are "
-            "checked at this scale."
+            "checked at this scale; claims about another backbone read \"other backbone: not compared\"."
         )
     lines = ["# Did it reproduce?", "", scale_text, ""] + environment_section(environments)
-    header = ["id", "claim", "source", "ours (95% interval)", "paper", "verdict"]
-    rows = [
-        [
-            result.claim.id,
-            result.claim.claim,
-            f"{result.claim.source.file}, {result.claim.source.where}: “{result.claim.source.quote}”",
-            _ours(result),
-            _paper(result, default_reason),
-            _verdict_text(result),
-        ]
-        for result in verdicts
-    ]
-    counts = verdict_counts(verdicts)["verdicts"]
-    lines += ["## Claims", "", VERDICT_LEGEND, f"Default ε of value claims (\"the default\" below): {default_epsilon:.2f} points, {default_reason}.", ""]
-    lines += [_markdown_row(header), _markdown_row([":--"] * len(header))] + [_markdown_row(row) for row in rows]
+    papers = [result for result in verdicts if result.claim.origin == "paper"]
+    questions = [result for result in verdicts if result.claim.origin == "project"]
+    lines += ["## The papers' claims", "", VERDICT_LEGEND,
+              f"Default ε of value claims (\"the default\" below): {default_epsilon:.2f} points, {default_reason}.", ""]
+    lines += _claims_table(papers, default_reason)
+    if questions:
+        lines += ["", "## The project's own questions", "",
+                  "Not claims of the papers: questions the project asks of its runs, each with why it is asked.", ""]
+        lines += _claims_table(questions, default_reason, why=True)
+    counts = verdict_counts(verdicts)
     lines += ["", "## Verdicts", ""]
-    lines += [f"- {verdict}: {counts[verdict_key(verdict)]}" for verdict in VERDICTS]
-    lines += ["", f"{len(verdicts)} claims (reports/claims.json; `dvc metrics diff` compares two runs' counts)."]
+    lines += [f"- {verdict}: {counts['verdicts'][verdict_key(verdict)]}" for verdict in VERDICTS]
+    lines += ["", f"{len(verdicts)} claims: {counts['origins']['paper']} of the papers, {counts['origins']['project']} "
+              "of the project's own questions (reports/claims.json). A claim about another backbone is counted once, "
+              "as \"other backbone\"."]
+    lines += [""] + own_numbers_section(inconsistencies or [])
     commands = list(dict.fromkeys(command for result in verdicts for command in result.commands))
     if commands:
-        lines += ["", "## To run what is missing", ""] + [f"- `{command}`" for command in commands]
+        lines += ["## To run what is missing", ""] + [f"- `{command}`" for command in commands]
         lines += ["", "Queued experiments start with `dvc queue start`; `dvc repro report` renders them when they finish."]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip("\n") + "\n"

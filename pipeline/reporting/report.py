@@ -12,6 +12,7 @@ from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
 from pipeline.reporting.claims import ClaimsFile, Verdict, verdict_counts
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
+from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.render import index, latex, markdown, numbers, reproduction
 from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
@@ -122,10 +123,11 @@ def _write_png(path: Path, data: bytes) -> Path:
 
 def write_reproduction(
     verdicts: list[Verdict], claims: ClaimsFile, params: dict, environments: dict[str, dict],
-    page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS,
+    page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS, inconsistencies: list[Inconsistency] | None = None,
 ) -> str:
     """REPRODUCTION.md and the verdict counts (claims.json); returns the summary line's part."""
-    write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason))
+    write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason,
+                                         inconsistencies))
     tally = verdict_counts(verdicts)
     write_json_atomic(counts, tally)
     shown = ", ".join(f"{count} {key.replace('_', ' ')}" for key, count in tally["verdicts"].items() if count)

@@ -19,6 +19,7 @@ from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.models import MODEL_NAMES
 from pipeline.reporting.columns import analysis_column_problem, mteb_column_problem, sts_column_problem
+from pipeline.reporting.backbones import paper_backbones
 
 TABLES_FILE = Path("tables.yaml")
 ANALYSIS_PREFIX = "analysis:"  # a column read from reports/analysis/<model>.json instead of the metrics
@@ -63,6 +64,34 @@ class RowSpec(Spec):
     model: Literal[MODEL_NAMES]  # type: ignore[valid-type]
     experiment: ExperimentSpec | None = None
     paper: dict[str, float] = {}
+    printed: dict[str, float] = Field(
+        {}, description="cells the paper prints otherwise, where `paper` corrects them (the notes say why)"
+    )
+
+
+class PaperRowSpec(Spec):
+    """A row the papers print that the project does not run (another backbone size): kept so that the
+    papers' own numbers can be checked against themselves."""
+
+    label: str = Field(min_length=1)
+    source: str = Field(min_length=1, description="seed file and table")
+    paper: dict[str, float] = Field(min_length=1, description="column header -> the printed number")
+
+
+class RowReference(Spec):
+    row: str = Field(min_length=1, description="'<table id>: <row label>' or 'paper_rows: <label>'")
+    column: str = Field(min_length=1)
+
+
+class StatedNumberSpec(Spec):
+    """A number the text states (a gain), and the two table cells whose difference it should be."""
+
+    source: str = Field(min_length=1, description="seed file and section")
+    quote: str = Field(min_length=1)
+    stated: float
+    better: RowReference
+    worse: RowReference
+    used: str = Field(min_length=1, description="the value the project uses, and why")
 
 
 class AggregateSpec(Spec):
@@ -86,7 +115,7 @@ class TableSpec(Spec):
     caption: str = Field(min_length=1)
     paper_source: str = Field(min_length=1, description="seed file and table of the paper numbers")
     scale_note: str = Field(min_length=1, description="the setting the paper numbers were produced at")
-    backbone: Literal["bert", "roberta"] = Field(description="the backbone of the paper numbers")
+    backbone: str = Field(description="the backbone of the paper numbers: a preset of conf/backbone/ with a title")
     columns: dict[str, str] = Field(
         min_length=1, description="metric path -> column header; `analysis:`/`mteb:` paths read those reports"
     )
@@ -109,6 +138,10 @@ class TableSpec(Spec):
             if problem:
                 raise ValueError(f"column {column!r}: {problem}")
         return columns
+    @field_validator("backbone")
+    @classmethod
+    def _check_backbone(cls, backbone: str) -> str:
+        return check_paper_backbone(backbone)
 
     @model_validator(mode="after")
     def _check_rows(self) -> "TableSpec":
@@ -119,10 +152,12 @@ class TableSpec(Spec):
         if len(set(labels)) != len(labels):
             raise ValueError(f"row labels {labels} must be unique")
         for index, row in enumerate(self.rows + ([self.aggregate] if self.aggregate else [])):
-            unknown = sorted(set(row.paper) - set(headers))
-            if unknown:
-                where = f"rows.{index}" if index < len(self.rows) else "aggregate"
-                raise ValueError(f"{where}.paper: unknown column {unknown[0]!r}; columns: {', '.join(headers)}")
+            printed = row.printed if isinstance(row, RowSpec) else {}
+            for field_name, cells in (("paper", row.paper), ("printed", printed)):
+                unknown = sorted(set(cells) - set(headers))
+                if unknown:
+                    where = f"rows.{index}" if index < len(self.rows) else "aggregate"
+                    raise ValueError(f"{where}.{field_name}: unknown column {unknown[0]!r}; columns: {', '.join(headers)}")
         seeded = [row.label for row in self.rows if row.experiment and any(
             split_override(override)[0] == SEED_KEY for override in row.experiment.overrides)]
         if seeded and self.aggregate is None:
@@ -142,6 +177,8 @@ class TablesFile(Spec):
         10, ge=1, description="experiments derived from this many commits back from HEAD are searched (dvc exp show -n)"
     )
     tables: dict[str, TableSpec] = Field(min_length=1)
+    paper_rows: list[PaperRowSpec] = Field([], description="rows the papers print that the project does not run")
+    stated_numbers: list[StatedNumberSpec] = Field([], description="numbers the text states, checked against the tables")
 
     @field_validator("tables")
     @classmethod
@@ -159,6 +196,12 @@ def column_problem(column: str) -> str | None:
     if column.startswith(MTEB_PREFIX):
         return mteb_column_problem(column.removeprefix(MTEB_PREFIX))
     return sts_column_problem(column)
+def check_paper_backbone(backbone: str) -> str:
+    """A backbone of the papers' numbers: a preset of conf/backbone/ with a title."""
+    known = paper_backbones()
+    if backbone not in known:
+        raise ValueError(f"backbone {backbone!r} is not a paper backbone of conf/backbone/; backbones: {', '.join(known)}")
+    return backbone
 
 
 def split_override(override: str) -> tuple[str, str]:

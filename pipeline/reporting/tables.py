@@ -28,11 +28,8 @@ from pipeline.reporting.runs import (
     requirement,
     setting_value,
 )
+from pipeline.reporting.backbones import PAPER_SHAPED, other_backbone, title
 from pipeline.reporting.spec import ANALYSIS_PREFIX, RowSpec, TablesFile, TableSpec, split_override
-
-BACKBONE_NAMES = {"bert": "BERT-base", "roberta": "RoBERTa-base"}
-# Scales whose rows follow the tables' own backbone (BERT-base / RoBERTa-base), not a stand-in
-PAPER_SHAPED = ("paper", "rehearsal")
 # Backbone presets that already are trained sentence embedders, which the papers' BERT/RoBERTa are not
 TRAINED_EMBEDDERS = {"minilm": "all-MiniLM-L6-v2"}
 
@@ -152,24 +149,27 @@ def scale_line(spec: TableSpec, params: dict[str, Any]) -> str:
         "its untrained rows (backbone, towers' ensemble) already score high, so compare each row with the backbone row, not only with the paper."
         if backbone in TRAINED_EMBEDDERS else ""
     )
+    elsewhere = other_backbone(spec.backbone, params)
+    if elsewhere:
+        return f"{params['scale'].upper()} SCALE, NOT COMPARED: {elsewhere}; this table's rows need a {title(spec.backbone)} run."
     if params["scale"] == "tiny":
         return (
-            f"TINY SCALE, NOT A PAPER-SCALE RESULT: {backbone} stands in for {BACKBONE_NAMES[spec.backbone]}, "
+            f"TINY SCALE, NOT A PAPER-SCALE RESULT: {backbone} stands in for {title(spec.backbone)}, "
             f"{params['data']['wiki']['limit']} Wiki1M lines, {params['train']['max_steps']} twin training steps, "
             f"at most {params['eval']['max_pairs']} pairs per benchmark.{trained}"
         )
     if params["scale"] == "rehearsal":
         return (
-            f"REHEARSAL, NOT A RESULT: the paper preset of {BACKBONE_NAMES[spec.backbone]} offline (conf/scale/rehearsal.yaml): "
+            f"REHEARSAL, NOT A RESULT: the paper preset of {title(spec.backbone)} offline (conf/scale/rehearsal.yaml): "
             f"random weights, offline tokenizers, loopback round trips (tagged copies, not translations), "
             f"{params['train']['max_steps']} twin training steps, at most {params['eval']['max_pairs']} pairs per benchmark."
         )
     if params["scale"] == "small":
         return (
-            f"SMALL SCALE, NOT A PAPER-SCALE RESULT: {backbone} stands in for {BACKBONE_NAMES[spec.backbone]}, "
+            f"SMALL SCALE, NOT A PAPER-SCALE RESULT: {backbone} stands in for {title(spec.backbone)}, "
             f"the mirror's Wiki1M sample with Apertium round trips, one epoch per stage, full benchmarks.{trained}"
         )
-    return f"Paper scale: {BACKBONE_NAMES[spec.backbone]}, the papers' settings (params.yaml, scale: paper).{trained}"
+    return f"Paper scale: {title(spec.backbone)}, the papers' settings (params.yaml, scale: paper).{trained}"
 
 
 def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) -> Row:
@@ -181,6 +181,9 @@ def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) 
     backbone = spec.backbone if scale in PAPER_SHAPED else workspace.params["backbone"]["name"]
     context = [requirement(f"scale={scale}", workspace.params), requirement(f"backbone={backbone}", workspace.params)]
     result = Row(row.label, dict(row.paper))
+    result.not_applicable = other_backbone(spec.backbone, workspace.params)
+    if result.not_applicable:  # a RoBERTa-base row is not a MiniLM run's
+        return result
     overrides = list(spec.overrides)
     if row.experiment:
         overrides += row.experiment.overrides

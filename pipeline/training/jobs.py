@@ -1,4 +1,5 @@
-"""The training stages built from params: what `pretrain@<tower>`, `joint` and `distill@<teacher>` run.
+"""The training stages built from params: what `pretrain@<tower>`, `joint`, `distill@<teacher>` and
+`baseline@<name>` run.
 
 A `TrainingJob` holds its stage's settings, read from params once (`pretrain_job`, `joint_job`,
 `distill_job`; the benchmark builds the same jobs on its own backbone). `run` then does the
@@ -25,7 +26,8 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from pipeline import paths
-from pipeline.config import OptimSettings, Params, PretrainSettings, StudentSettings, TrainSettings
+from pipeline.config import BaselineSettings, OptimSettings, Params, PretrainSettings, StudentSettings, TrainSettings
+from pipeline.data.download import sick_sentences, wiki_part
 from pipeline.data.readers import read_corpus
 from pipeline.environment import environment_record, training_compute, training_data, write_provenance
 from pipeline.errors import PipelineError
@@ -166,6 +168,26 @@ class DistillJob(TrainingJob):
                            self.settings.dropout, self.settings.max_length)
 
 
+@dataclass(frozen=True)
+class BaselineJob(TrainingJob):
+    """`baseline@<name>`: a seed paper's own model (SimCSE; GS-InfoNCE when `gaussian` is on) trained as
+    its paper trains it, unsupervised SimCSE from `backbone` on Wiki1M alone: no round trips, and the
+    corpus's SICK sentences left out (each sentence is its own positive through two dropout views)."""
+
+    settings: BaselineSettings
+    backbone: Path
+
+    def examples(self) -> list[Example]:
+        corpus = read_corpus(paths.CORPUS)
+        sick = sick_sentences(paths.SENTEVAL, self.params.data.sick_splits) if self.params.data.add_sick else []
+        return [(sentence,) for sentence in wiki_part(corpus, sick)]
+
+    def task(self) -> SimCSETask:
+        settings = self.settings
+        return SimCSETask(self.backbone, load_tokenizer(self.backbone), settings.dropout, settings.temperature,
+                          gaussian_negatives(settings.gaussian, self.params.seed), settings.max_length)
+
+
 def pretrain_job(params: Params, tower: str, backbone: Path = paths.BACKBONE) -> PretrainJob:
     """`pretrain@<tower>` from `backbone` with the tower's learning rate; an unknown tower is an error."""
     if tower not in params.towers:
@@ -195,6 +217,15 @@ def distill_job(params: Params, teacher: str, backbone: Path = paths.BACKBONE, e
                       tuple(training_data(params)), backbone, ensemble)
 
 
+def baseline_job(params: Params, name: str, backbone: Path = paths.BACKBONE) -> BaselineJob:
+    """`baseline@<name>` with the settings `baselines.<name>`; a name not there is an error."""
+    if name not in params.baselines:
+        raise PipelineError(f"--name {name} is not in baselines of params.yaml; baselines: {', '.join(params.baselines) or 'none'}")
+    settings = params.baselines[name]
+    return BaselineJob(params, f"baseline-{name}", f"baselines.{name}", settings, settings.lr, paths.baseline_model(name),
+                       (backbone,), (paths.CORPUS,), backbone)
+
+
 def run_pretrain(params: Params, tower: str) -> Trained:
     return pretrain_job(params, tower).run()
 
@@ -205,6 +236,10 @@ def run_joint(params: Params) -> Trained:
 
 def run_distill(params: Params, teacher: str) -> Trained:
     return distill_job(params, teacher).run()
+
+
+def run_baseline(params: Params, name: str) -> Trained:
+    return baseline_job(params, name).run()
 
 
 # ---- the examples ------------------------------------------------------------------------------
