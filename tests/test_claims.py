@@ -331,19 +331,19 @@ def analysis(**values) -> dict:
 def test_exact_range_and_correlation_claims(tiny_params_dict, paper_params):
     exact = {"id": "gmac", "claim": "10.90 GMAC", "source": SOURCE, "kind": "exact", "backbone": "bert", "column": "analysis:gmacs",
              "subject": {"label": "twin", "model": "joint"}, "value": 10.90}
-    in_range = {"id": "norm", "claim": "14–16", "source": SOURCE, "kind": "range", "backbone": "bert", "column": "analysis:norm_probe.q05",
+    in_range = {"id": "norm", "claim": "14–16", "source": SOURCE, "kind": "range", "backbone": "bert", "column": "analysis:norm_probe.last_hidden_cls.q05",
                 "subject": {"label": "twin", "model": "joint"}, "low": 14, "high": 16, "scales": ["tiny", "paper"]}
     models = [{"label": name, "model": name} for name in ("backbone", "pretrain-I", "joint", "uc")]
     correlation = {"id": "energy", "claim": "tracks", "source": SOURCE, "kind": "correlation", "backbone": "bert", "x": "analysis:e_cls_mean",
                    "y": "avg", "sign": "positive", "strength_reason": "stated", "paper": "Fig. 10", "models": models}
     energies, averages = [0.10, 0.12, 0.14, 0.13], [70.0, 71.0, 73.0, 72.0]
-    files = {f"reports/analysis/{entry['model']}.json": analysis(e_cls_mean=energy, gmacs=10.9042, norm_probe={"q05": 14.6})
+    files = {f"reports/analysis/{entry['model']}.json": analysis(e_cls_mean=energy, gmacs=10.9042, norm_probe={"last_hidden_cls": {"q05": 14.6}})
              for entry, energy in zip(models, energies)}
     files |= {f"reports/metrics/details/{entry['model']}.json": details(avg) for entry, avg in zip(models, averages)}
     at_paper = evaluate(claims_file(exact, in_range, correlation), paper_params, files)
     assert [result.verdict for result in at_paper] == [REPRODUCED, HOLDS, HOLDS]
     assert at_paper[2].ours == pytest.approx(1.0)
-    files["reports/analysis/joint.json"] = analysis(e_cls_mean=0.14, gmacs=10.8, norm_probe={"q05": 9.0})
+    files["reports/analysis/joint.json"] = analysis(e_cls_mean=0.14, gmacs=10.8, norm_probe={"last_hidden_cls": {"q05": 9.0}})
     at_tiny = evaluate(claims_file(exact, in_range, correlation | {"sign": "negative"}), tiny_params_dict, files)
     assert [result.verdict for result in at_tiny] == [OTHER_SCALE, CONTRADICTED, CONTRADICTED]
 

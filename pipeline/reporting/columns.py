@@ -25,6 +25,9 @@ ANALYSIS_NUMBERS = (
 )
 # pipeline.analysis.norms.summary_statistics' keys (not imported: the analysis package is no code the report runs)
 NORM_STATISTICS = ("mean", "std", "min", "max", "q05", "q25", "q50", "q75", "q95")
+TOWER_NORM_STATISTICS = (*NORM_STATISTICS, "cv")  # pipeline.analysis.norms.norm_statistics adds the coefficient of variation
+# `norms.<tower folder>.<which>.<statistic>`: the norm statistics of each tower a model sums, keyed by its folder
+TOWER_NORMS = ("last_hidden", "pooler")
 MTEB_SUITE_NUMBERS = ("listed", "mapped", "scored", "avg", "metrics_mean")  # pipeline/evaluation/mteb_suites.summarise
 
 
@@ -53,6 +56,10 @@ def analysis_columns() -> list[str]:
 
 def analysis_column_problem(path: str) -> str | None:
     if path in analysis_columns():
+        return None
+    tower, _, statistic = path.removeprefix("norms.").rpartition(".")
+    tower, _, which = tower.rpartition(".")
+    if path.startswith("norms.") and tower and which in TOWER_NORMS and statistic in TOWER_NORM_STATISTICS:
         return None
     return f"no such number in reports/analysis/<model>.json{_closest(path, analysis_columns())}"
 
