@@ -7,7 +7,8 @@
 # then commit the JSON as reports/bench-gpu.json. Exit 0: every check that ran passed; 1: a check failed; 2: bad input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-py=python3
-[ -x .venv/bin/python ] && [ -z "${VIRTUAL_ENV:-}" ] && [ ! -f .gpu/setup.sh ] && py=.venv/bin/python
+# the project's venv where there is one (here), else the machine's python3 (the GPU machine); PYTHON overrides
+py=${PYTHON:-python3}
+if [ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ]; then py=.venv/bin/python; fi
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TQDM_DISABLE=1 PYTHONUNBUFFERED=1
 exec "$py" scripts/gpu_check.py "$@"
