@@ -119,3 +119,13 @@ def test_the_bf16_peak_by_device_name(name, peak):
 
     found, note = bf16_peak(name)
     assert found == peak and note
+
+
+def test_the_cost_table_for_docs_lists_every_table(report, tmp_path):
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--cost-table", str(tmp_path / "report.json")], cwd=REPO_ROOT,
+                          capture_output=True, text=True, env=environment(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == list(report["cost"]["tables"])
+    assert "not the papers' cost" in done.stdout.splitlines()[0]
