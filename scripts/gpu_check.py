@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import itertools
 import json
 import logging
@@ -94,6 +95,7 @@ MODES = {
                 eval_repeats=1, corpus_lines=400, items=_items(lambda size: size // 8)),
 }
 EVALUATOR_ITEM = "evaluator_bert_seven_benchmarks"
+LAUNCH_TIMEOUT_S = 150
 
 
 # ---- the machine -----------------------------------------------------------------------------------
@@ -209,42 +211,55 @@ class TinyTraining:
         return [row["loss"] for row in result.history if "loss" in row]
 
 
+def attempted(name: str, tolerance: str, compute: Callable[[], tuple[bool, dict]]) -> dict:
+    """A check's record; an exception fails the check with the error in its numbers, and the run goes on
+    (one device run: a crash in one check must not cost the others)."""
+    try:
+        passed, numbers = compute()
+    except Exception as error:  # noqa: BLE001 - recorded as the check's failure, never passed
+        log.exception("gpu check %s raised", name)
+        return check(name, False, {"error": f"{type(error).__name__}: {error}"}, tolerance)
+    return check(name, passed, numbers, tolerance)
+
+
 def correctness_checks(tiny: TinyTraining, device: torch.device, launch_result: dict | None) -> list[dict]:
     cuda = device.type == "cuda"
+    fp32 = functools.cache(lambda where: tiny.losses(torch.device(where) if where == "cpu" else device))
+
+    def close(name: str, losses: list[float], reference: list[float], bound: float, finite: bool = False):
+        difference = relative_difference(losses, reference)
+        passed = difference <= bound and (not finite or all(map(math.isfinite, losses)))
+        return passed, {f"{name}_losses": losses, "reference_losses": reference, "max_relative_difference": difference}
+
+    checks = {
+        "cuda_fp32_follows_cpu": (
+            "max over steps of |loss - CPU loss| / CPU loss <= 5e-3 (dropout 0; CUDA matmuls in TF32, as run_context sets)",
+            lambda: close("cuda", fp32("cuda"), fp32("cpu"), 5e-3)),
+        "bf16_close_to_fp32": (
+            "every loss finite and max |loss - fp32 loss| / fp32 loss <= 5e-2 (autocast)",
+            lambda: close("bf16", tiny.losses(device, "bf16"), fp32("cuda"), 5e-2, finite=True)),
+        "fp16_close_to_fp32": (
+            "every loss finite and max |loss - fp32 loss| / fp32 loss <= 5e-2 (autocast with the gradient scaler)",
+            lambda: close("fp16", tiny.losses(device, "fp16"), fp32("cuda"), 5e-2, finite=True)),
+        "compiled_matches_eager": (
+            "max |compiled loss - eager loss| / eager loss <= 1e-3 (fp32)",
+            lambda: close("compiled", tiny.losses(device, compile_mode="on"), fp32("cuda"), 1e-3)),
+    }
     results = []
-    cpu = tiny.losses(torch.device("cpu"))
-    tolerance = "max over steps of |loss - CPU loss| / CPU loss <= 5e-3 (dropout 0; CUDA matmuls in TF32, as run_context sets)"
-    if cuda:
-        gpu = tiny.losses(device)
-        results.append(check("cuda_fp32_follows_cpu", relative_difference(gpu, cpu) <= 5e-3,
-                             {"cpu_losses": cpu, "cuda_losses": gpu, "max_relative_difference": relative_difference(gpu, cpu)},
-                             tolerance))
-    else:
-        results.append(skipped("cuda_fp32_follows_cpu", tolerance))
-    for precision in ("bf16", "fp16"):
-        tolerance = f"every loss finite and max |loss - fp32 loss| / fp32 loss <= 5e-2 ({'with the gradient scaler' if precision == 'fp16' else 'autocast'})"
+    for name, (tolerance, compute) in checks.items():
         if cuda:
-            losses = tiny.losses(device, precision)
-            difference = relative_difference(losses, gpu)
-            results.append(check(f"{precision}_close_to_fp32", all(map(math.isfinite, losses)) and difference <= 5e-2,
-                                 {"losses": losses, "fp32_losses": gpu, "max_relative_difference": difference}, tolerance))
+            results.append(attempted(name, tolerance, compute))
         else:
-            results.append(skipped(f"{precision}_close_to_fp32", tolerance))
-    tolerance = "max |compiled loss - eager loss| / eager loss <= 1e-3 (fp32)"
-    if cuda:
-        compiled = tiny.losses(device, compile_mode="on")
-        difference = relative_difference(compiled, gpu)
-        results.append(check("compiled_matches_eager", difference <= 1e-3,
-                             {"compiled_losses": compiled, "eager_losses": gpu, "max_relative_difference": difference}, tolerance))
-    else:
-        results.append(skipped("compiled_matches_eager", tolerance, f"{SKIPPED_NO_CUDA} (compile: auto compiles on CUDA only)"))
-    plain = tiny.losses(device, dropout=0.1)
-    recomputed = tiny.losses(device, checkpointing=True, dropout=0.1)
-    difference = relative_difference(recomputed, plain)
-    results.append(check("activation_checkpointing_same_loss", difference <= 1e-5,
-                         {"device": device.type, "checkpointed_losses": recomputed, "plain_losses": plain,
-                          "max_relative_difference": difference},
-                         "max relative difference <= 1e-5 (dropout 0.1: the recompute replays the RNG)"))
+            why = " (compile: auto compiles on CUDA only)" if name == "compiled_matches_eager" else ""
+            results.append(skipped(name, tolerance, SKIPPED_NO_CUDA + why))
+
+    def recompute() -> tuple[bool, dict]:
+        plain = tiny.losses(device, dropout=0.1)
+        passed, numbers = close("checkpointed", tiny.losses(device, checkpointing=True, dropout=0.1), plain, 1e-5)
+        return passed, {"device": device.type, **numbers}
+
+    results.append(attempted("activation_checkpointing_same_loss",
+                             "max relative difference <= 1e-5 (dropout 0.1: the recompute replays the RNG)", recompute))
     results.extend(launch_checks(launch_result, cuda))
     return results
 
@@ -284,9 +299,12 @@ def run_launcher(device: str, backbone: Path, sentences_file: Path, scratch: Pat
     environment = {key: value for key, value in os.environ.items()
                    if key not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "PIPELINE_LEASED_GPUS", "PIPELINE_FAKE_GPUS")}
     environment["PIPELINE_LEASE_DIR"] = str(scratch / "leases")
-    done = subprocess.run([sys.executable, __file__, "--role", "launcher", "--device", device, "--report", str(report),
-                           "--backbone", str(backbone), "--sentences", str(sentences_file)],
-                          capture_output=True, text=True, env=environment, cwd=ROOT, timeout=300)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--role", "launcher", "--device", device, "--report", str(report),
+                               "--backbone", str(backbone), "--sentences", str(sentences_file)],
+                              capture_output=True, text=True, env=environment, cwd=ROOT, timeout=LAUNCH_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"the launcher and its rank took longer than {LAUNCH_TIMEOUT_S} s (a rendezvous or NCCL init that hangs)"}
     if report.is_file():
         return json.loads(report.read_text())
     return {"error": f"exit {done.returncode}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"}
@@ -392,11 +410,21 @@ def profile_summary(function: Callable[[], object], calls: int, device: torch.de
     busy_us = sum(event.self_device_time_total for event in events if str(event.device_type).endswith("CUDA"))
     busy = round(busy_us / wall_us, 3) if device.type == "cuda" else None
     summary = {"calls": calls, "wall_ms_per_call": round(wall_us / calls / 1e3, 3), "kernel_launches_per_call": count(LAUNCH_CALLS),
-               "host_syncs_per_call": count(SYNC_CALLS), "copies_per_call": count(COPY_CALLS), "gpu_busy_fraction": busy}
+               "host_syncs_per_call": count(SYNC_CALLS), "copies_per_call": count(COPY_CALLS), "gpu_busy_fraction": busy,
+               "note": "kernel time over the wall time under the profiler (its overhead included: a lower bound)"}
     summary["bound"] = ("no GPU" if busy is None else "GPU (busy ≥ 90% of the wall time)" if busy >= 0.9
                         else "host: the GPU waits for the launches" if summary["kernel_launches_per_call"] > 0
                         else "host")
     return summary
+
+
+def guarded_profile(function: Callable[[], object], calls: int, device: torch.device) -> dict:
+    """`profile_summary`, or the error it raised (the item's timings are kept either way)."""
+    try:
+        return profile_summary(function, calls, device)
+    except Exception as error:  # noqa: BLE001 - recorded in the JSON
+        log.exception("gpu check: the profiler raised")
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 def achieved(flops: int, seconds: float, peak: float | None) -> dict:
@@ -460,7 +488,7 @@ def training_item(kind: str, backbone: Path, settings, batch_size: int, max_leng
         record.update(steps_per_s=round(1 / seconds, 3), step_seconds=round(seconds, 6), steps_timed=mode.steps,
                       peak_memory_mb=round(peak_mb, 1), **achieved(flops, seconds, peak))
         if profile:
-            record["profile"] = profile_summary(step, mode.profile_steps, device)
+            record["profile"] = guarded_profile(step, mode.profile_steps, device)
     except torch.cuda.OutOfMemoryError:
         record["error"] = "out of memory"
     finally:
@@ -491,7 +519,7 @@ def evaluator_item(backbone: Path, settings, senteval: Path, device: torch.devic
     return {"tasks": [task.name for task in tasks], "sentences": len(sentences), "unique_sentences": len(set(sentences)),
             "token_budget": embedder.token_budget, "precision": "fp32", "sentences_per_s": round(len(sentences) / seconds, 1),
             "pass_seconds": round(seconds, 4), "peak_memory_mb": round(peak_mb, 1), **achieved(flops, seconds, peak),
-            "profile": profile_summary(encode, 1, device)}
+            "profile": guarded_profile(encode, 1, device)}
 
 
 def target_record(throughput: dict, device: torch.device, gpu_name: str | None) -> dict:
@@ -620,18 +648,21 @@ def run(device_name: str, output: Path, budget_s: float, precision: str) -> dict
                 results["throughput"][name] = {"skipped": f"time budget: {budget_s:.0f} s spent before it started"}
                 continue
             log.info("gpu check: %s", name)
-            if name == EVALUATOR_ITEM:
-                results["throughput"][name] = evaluator_item(backbones["bert"], settings["bert"], mirror / "senteval", device,
-                                                             mode, peak)
-            else:
-                kind, backbone, batch_size, max_length, checkpointing = mode.items[name]
-                stage_settings = settings[backbone]
-                section = {"pretrain": stage_settings.pretrain, "distill": stage_settings.distill.teachers["joint"]}.get(
-                    kind, stage_settings.train)
-                item_context = with_precision(context, step_precision or section.precision, "gpu check --precision")
-                results["throughput"][name] = training_item(
-                    kind, backbones[backbone], stage_settings, batch_size, max_length, checkpointing, sentences, item_context,
-                    mode, peak, profile=name in TARGETS)
+            try:
+                if name == EVALUATOR_ITEM:
+                    record = evaluator_item(backbones["bert"], settings["bert"], mirror / "senteval", device, mode, peak)
+                else:
+                    kind, backbone, batch_size, max_length, checkpointing = mode.items[name]
+                    stage_settings = settings[backbone]
+                    section = {"pretrain": stage_settings.pretrain, "distill": stage_settings.distill.teachers["joint"]}.get(
+                        kind, stage_settings.train)
+                    item_context = with_precision(context, step_precision or section.precision, "gpu check --precision")
+                    record = training_item(kind, backbones[backbone], stage_settings, batch_size, max_length, checkpointing,
+                                           sentences, item_context, mode, peak, profile=name in TARGETS)
+            except Exception as error:  # noqa: BLE001 - recorded in the JSON; the other items still run
+                log.exception("gpu check %s raised", name)
+                record = {"error": f"{type(error).__name__}: {error}"}
+            results["throughput"][name] = record
             part_done(name)
             save()
     results["targets"] = target_record(results["throughput"], device, gpu_name)
