@@ -39,8 +39,7 @@ from pipeline.training.loop import planned_steps
 WIKI1M_LINES = 1_000_000  # princeton-nlp's wiki1m_for_simcse.txt (data.wiki.limit: null)
 STSB_DEV_PAIRS = 1_500  # STS-B dev, what model selection scores every eval_every steps
 PAPER_SCALE = "paper"
-# stage (dvc.yaml name before '@') -> the settings section it trains with; the kind of step timed for it
-TRAINING_STAGES = {"pretrain": "pretrain", "joint": "train", "distill": "distill"}
+TRAINING_STAGES = ("pretrain", "joint", "distill")  # dvc.yaml's training stages, costed by their steps
 METHOD = ("docs/tables.md: one Wiki1M epoch per training stage at the paper preset's batch sizes x measured s/step, "
           "+ STS-B dev evaluations, + one encoder pass over the seven test sets per evaluated tower; each dvc.yaml stage "
           "instance counted once over all tables (DVC's run cache), under the first table that needs it "
