@@ -74,8 +74,9 @@ def _byte_level_bpe_tokenizer(folder: Path, corpus: Path, vocab_size: int, max_l
     bpe.save_model(str(folder))  # vocab.json and merges.txt, as roberta-base publishes them
 
 
-def build_standin(source: str, folder: Path, corpus: Path, seed: int) -> None:
-    """Write `source`'s stand-in (config.json, model.safetensors, tokenizer files) into `folder`."""
+def build_standin(source: str, folder: Path, corpus: Path, seed: int, shrink: dict | None = None) -> None:
+    """Write `source`'s stand-in (config.json, model.safetensors, tokenizer files) into `folder`.
+    `shrink` replaces configuration fields (the GPU check's CPU mode: the same architectures, smaller)."""
     import torch
     from transformers import AutoModel, BertConfig, RobertaConfig
 
@@ -85,7 +86,7 @@ def build_standin(source: str, folder: Path, corpus: Path, seed: int) -> None:
         )
     architecture = STANDINS[source]
     config_class = BertConfig if architecture.model_type == "bert" else RobertaConfig
-    config = config_class(**architecture.config)
+    config = config_class(**{**architecture.config, **(shrink or {})})
     folder.mkdir(parents=True, exist_ok=True)
     # seeded per id: BERT-base and InfoCSE-bert-base share a configuration, and identical weights would
     # let the UC partner hit the backbone's embedding cache instead of being evaluated
