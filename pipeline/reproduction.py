@@ -295,6 +295,8 @@ def compare_labels(path: str, expected: dict, actual: dict, check: Check) -> Non
 
 def claim_verdicts(claims: dict) -> dict[str, str]:
     """claim id → verdict from reports/claims.json (per-claim entries), else the counts by verdict."""
+    if isinstance(claims.get("by_claim"), dict):
+        return {str(key): str(value) for key, value in claims["by_claim"].items()}
     entries = claims.get("claims")
     if isinstance(entries, list):
         return {str(entry.get("id")): str(entry.get("verdict")) for entry in entries if isinstance(entry, dict)}

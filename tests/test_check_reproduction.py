@@ -39,8 +39,8 @@ LOCK = {"schema": "2.0", "stages": {
 }}  # fmt: skip
 # the report reads `dvc exp show` (the git history) too: dvc.yaml marks it always_changed
 DVC_YAML = {"stages": {"report": {"cmd": "python -m stages report", "always_changed": True}}}
-CLAIMS = {"claims": [{"id": "tncse-beats-tower-i", "verdict": "holds"}, {"id": "tncse-bert-avg", "verdict": "not run"}],
-          "verdicts": {"holds": 1, "not_run": 1}}
+CLAIMS = {"claims": 2, "verdicts": {"holds": 1, "not_run": 1},
+          "by_claim": {"tncse-beats-tower-i": "holds", "tncse-bert-avg": "not run"}}
 FILES = {
     "reports/metrics/details/joint.json": DETAILS,
     "reports/metrics/joint.json": HEADLINE,
@@ -137,7 +137,7 @@ def test_another_cpu_that_moves_a_score_too_far_is_not_reproduced(project):
 
 def test_another_cpu_that_changes_a_verdict_is_not_reproduced(project):
     another_machine(project)
-    edit(project, "reports/claims.json", lambda c: c["claims"][0].update(verdict="inconclusive"))
+    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "inconclusive"}))
     result = check(project)
     assert result.returncode == 1
     assert "reports/claims.json: verdict changed: tncse-beats-tower-i: inconclusive vs committed holds" in result.stdout

@@ -8,6 +8,7 @@ reports/metrics/bootstrap/<model>.json)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -410,6 +411,17 @@ def test_reproduction_lists_every_claim_and_its_counts_equal_claims_json(tmp_pat
     assert tally["origins"] == {"paper": len(claims.claims) - 6, "project": 6}
     assert text.index("## The papers' claims") < text.index("## The project's own questions") < text.index("## Verdicts")
     assert "`dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6`" in text
+    # each claim's verdict beside the counts, and the one-cell headline beside claims.json
+    assert tally["by_claim"] == {result.claim.id: result.verdict for result in verdicts}
+    headline = json.loads((tmp_path / "verdicts.json").read_text())["verdicts"]
+    supported = sum(result.verdict in ("reproduced", "reproduced, higher", "holds") for result in verdicts)
+    against = sum(result.verdict in ("not reproduced", "contradicted") for result in verdicts)
+    assert headline.startswith(f"{supported} for, {against} against, {tally['verdicts']['inconclusive']} open (")
+    changed = list(verdicts)
+    changed[0] = replace(changed[0], verdict="not run" if changed[0].verdict != "not run" else "inconclusive")
+    changed[1] = replace(changed[1], verdict=verdicts[0].verdict)
+    write_reproduction(changed, claims, tiny_params_dict, {}, page, counts)
+    assert json.loads((tmp_path / "verdicts.json").read_text())["verdicts"] != headline  # a digest of every verdict
 
 
 def test_the_environment_is_rendered_as_recorded(tmp_path, tiny_params_dict):

@@ -166,7 +166,7 @@ def test_dvc_metrics_are_the_headline_files_only():
     assert sorted(sections["metrics"]) == sorted([
         "reports/metrics/${key}.json", "reports/training/pretrain-${key}.json", "reports/training/joint.json",
         "reports/training/distill-${key}.json", "reports/training/baseline-${key}.json",
-        "reports/claims.json",  # the claims' verdict counts
+        "reports/verdicts.json",  # the claims' headline: for / against / open and a digest
     ])
     for placed in ("reports/metrics/details/${key}.json", "reports/mteb/${key}.json", "reports/analysis/backbone.json",
                    "reports/training/details/joint.json", *(f"reports/figures/{name}" for name in FIGURES)):

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import hashlib
+
 import numpy as np
 
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
-from pipeline.reporting.claims import ClaimsFile, Verdict, verdict_counts
+from pipeline.reporting.claims import (
+    CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimsFile, Verdict, verdict_counts,
+)
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.render import index, latex, markdown, numbers, reproduction
@@ -21,7 +25,11 @@ from pipeline.reporting.tables import Table
 # reports/figures/, and goes
 TABLE_SUFFIXES = (".md", ".csv", ".tex", ".png")
 REPRODUCTION_FILE = REPORTS / "REPRODUCTION.md"
-CLAIMS_METRICS = REPORTS / "claims.json"  # the verdict counts: a headline DVC metric
+CLAIMS_METRICS = REPORTS / "claims.json"  # every count and each claim's verdict: `dvc metrics show reports/claims.json`
+# The headline (`dvc metrics show`): one column, so the table stays on one screen; its digest of every claim's
+# verdict makes `dvc metrics diff` show a verdict that changed even where the counts stay equal.
+VERDICTS_HEADLINE = REPORTS / "verdicts.json"
+FOR, AGAINST, OPEN = (REPRODUCED, HIGHER, HOLDS), (NOT_REPRODUCED, CONTRADICTED), (INCONCLUSIVE,)
 SURFACE_FILE = "tensor_norm_surface.png"
 SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t = cos γ (TNCSE Figure 2, JTCSE Fig. 3)"
 
@@ -121,14 +129,25 @@ def _write_png(path: Path, data: bytes) -> Path:
     return path
 
 
+def verdicts_headline(verdicts: list[Verdict]) -> dict[str, str]:
+    """The claims in one headline cell: how many the runs support, contradict or leave open (the rest are
+    not run, or at another scale or backbone), and a digest of every claim's verdict."""
+    count = lambda kinds: sum(result.verdict in kinds for result in verdicts)  # noqa: E731
+    listing = "\n".join(f"{result.claim.id}={result.verdict}" for result in verdicts)
+    digest = hashlib.sha256(listing.encode("utf-8")).hexdigest()[:6]
+    return {"verdicts": f"{count(FOR)} for, {count(AGAINST)} against, {count(OPEN)} open ({digest})"}
+
+
 def write_reproduction(
     verdicts: list[Verdict], claims: ClaimsFile, params: dict, environments: dict[str, dict],
     page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS, inconsistencies: list[Inconsistency] | None = None,
 ) -> str:
-    """REPRODUCTION.md and the verdict counts (claims.json); returns the summary line's part."""
+    """REPRODUCTION.md, the counts and each claim's verdict (claims.json) and beside it the headline
+    (verdicts.json, `verdicts_headline`); returns the summary line's part."""
     write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason,
                                          inconsistencies))
     tally = verdict_counts(verdicts)
-    write_json_atomic(counts, tally)
+    write_json_atomic(counts, tally | {"by_claim": {result.claim.id: result.verdict for result in verdicts}})
+    write_json_atomic(counts.with_name(VERDICTS_HEADLINE.name), verdicts_headline(verdicts))
     shown = ", ".join(f"{count} {key.replace('_', ' ')}" for key, count in tally["verdicts"].items() if count)
     return f"{tally['claims']} claims ({shown}) -> {page}"
