@@ -270,3 +270,13 @@ def test_the_cosine_grid_carries_a_colour_bar_bin_labels_and_its_shares():
     assert labels(panel.get_xticklabels()) == bins and labels(panel.get_yticklabels()) == ["0-1", "1-2"]
     assert sorted(text.get_text() for text in panel.texts) == ["0.10", "0.25", "0.75", "0.90"]
     plt.close(figure)
+
+
+def test_dvc_metrics_show_fits_one_screen():
+    """The headline stays readable: at most 12 columns and 200 characters (issue 43); the claims are one cell
+    (reports/verdicts.json), their counts and each verdict shown by naming reports/claims.json."""
+    shown = subprocess.run([sys.executable, "-m", "dvc", "metrics", "show"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    lines = [line for line in shown.splitlines() if line.strip()]
+    assert len(lines[0].split()) <= 12, lines[0]
+    assert max(map(len, lines)) <= 200
+    assert "verdicts" in lines[0].split() and not any(column.startswith("verdicts.") for column in lines[0].split())
