@@ -379,8 +379,9 @@ def compare_results(expected: Revision, actual: Revision, fraction: float, check
             committed = {k: v for k, v in committed.items() if k not in EXACT_KEYS}
             current = {k: v for k, v in current.items() if k not in EXACT_KEYS}
         if exact:
+            now_leaves = flatten({k: v for k, v in current.items() if k != "environment"})
             for key, value in flatten({k: v for k, v in committed.items() if k != "environment"}).items():
-                now = flatten({k: v for k, v in current.items() if k != "environment"}).get(key, "missing")
+                now = now_leaves.get(key, "missing")
                 if now != value:
                     check.problems.append(f"{path}: {key} = {now!r} vs committed {value!r}")
             continue

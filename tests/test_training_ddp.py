@@ -130,4 +130,4 @@ def test_two_process_ddp_gives_the_gradient_and_weights_of_one_process_with_drop
     for name in one:
         torch.testing.assert_close(two[name], one[name], rtol=0, atol=1e-5, msg=name)
     assert max((one[name] - start[name]).abs().max() for name in start if name in one) > 1e-3  # it trained
-    assert torch.equal(torch.load(tmp_path / "rng-0.pt"), torch.load(tmp_path / "rng-1.pt"))
+    assert torch.equal(torch.load(tmp_path / "rng-0.pt", weights_only=True), torch.load(tmp_path / "rng-1.pt", weights_only=True))
