@@ -101,11 +101,30 @@ def gpu_record(device: torch.device) -> dict | None:
 KERNEL_FEATURES = re.compile(r"^(avx\w*|fma\w*|f16c|amx\w*|sse4\w*)$")
 
 
+# Where the kernel's cache sizes come from: MKL and oneDNN size their GEMM blocks by them, and a virtual
+# machine that reports its host's model and features may sit on a host with other caches.
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def cpu_caches(root: Path = CPU_CACHES) -> dict[str, str]:
+    """The first CPU's caches as the kernel reports them: {"L1d": "48K", "L1i": "32K", "L2": ..., "L3": ...}."""
+    caches = {}
+    for index in sorted(root.glob("index*")):
+        try:
+            level, kind, size = ((index / name).read_text().strip() for name in ("level", "type", "size"))
+        except OSError:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        caches[f"L{level}{suffix}"] = size
+    return caches
+
+
 def cpu_record() -> dict:
     """The CPU model, its microarchitecture (vendor, family, model, stepping), the vector features kernels
-    choose their code path by, and the instruction set torch's kernels dispatch to (AVX2, AVX512, ...;
-    `ATEN_CPU_CAPABILITY` lowers it): two CPUs that differ in any of these train other last bits of the
-    weights (a reproduction made there differs in its hashes, not its science)."""
+    choose their code path by, its caches and logical CPUs (what BLAS libraries size and split their work
+    by), and the instruction set torch's kernels dispatch to (AVX2, AVX512, ...; `ATEN_CPU_CAPABILITY`
+    lowers it): two CPUs that differ in any of these may train other last bits of the weights (a
+    reproduction made there differs in its hashes, not its science)."""
     fields: dict[str, str] = {}
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
@@ -119,6 +138,8 @@ def cpu_record() -> dict:
         "model": fields.get("model name") or platform.processor() or None,
         "microarchitecture": microarchitecture if fields else platform.machine(),
         "features": sorted(flag for flag in fields.get("flags", "").split() if KERNEL_FEATURES.match(flag)),
+        "caches": cpu_caches(),
+        "logical_cpus": os.cpu_count(),
         "capability": torch.backends.cpu.get_cpu_capability(),
     }
 

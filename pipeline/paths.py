@@ -1,5 +1,6 @@
 """The data layout every stage shares (relative to the project root; DVC tracks `data/`)."""
 
+import os
 from pathlib import Path
 
 # A queued `dvc exp run` runs the stages in a temporary copy of the workspace at
@@ -72,6 +73,13 @@ def workspace_root(cwd: Path | None = None) -> Path:
 
 
 def setting_path(value: str | Path, cwd: Path | None = None) -> Path:
-    """A path given in params.yaml: absolute as is, relative to the workspace root (see `workspace_root`)."""
+    """A path given in params.yaml: absolute as is; relative and leaving the project (../shared/data),
+    relative to the workspace root (see `workspace_root`: a queued experiment's copy reads the same
+    folder beside the workspace); relative and inside the project (data/backbone, a stage's output),
+    the current copy's own file."""
     path = Path(value).expanduser()
-    return path if path.is_absolute() else workspace_root(cwd) / path
+    if path.is_absolute():
+        return path
+    here = (cwd or Path.cwd()).resolve()
+    leaves_project = Path(os.path.normpath(path)).parts[:1] == ("..",)
+    return (workspace_root(here) if leaves_project else here) / path

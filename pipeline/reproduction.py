@@ -222,16 +222,35 @@ def input_differences(expected: Revision, actual: Revision, expected_stages: dic
     return differences
 
 
-def machine_differences(expected: Revision, actual: Revision) -> list[str]:
-    """The machine facts (`MACHINE_FACTS`) of this run's records that differ from the committed run's."""
+def environment_differences(expected: Revision, actual: Revision, keys: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Each field of the environment records (`keys`, else every field but the versions, which are inputs)
+    that differs from the committed run's, the first record it differs in: a field holding a dict (the CPU)
+    is compared leaf by leaf, and only the leaves that differ are named."""
     then, now = records(expected), records(actual)
     found: dict[str, str] = {}
     for path, environment in then.items():
         current = now.get(path, {})
-        for key in MACHINE_FACTS:
-            if key not in found and current.get(key) != environment.get(key):
-                found[key] = f"{key}: {current.get(key)!r} here vs {environment.get(key)!r} in the committed run ({path})"
-    return list(found.values())
+        for key in keys or [key for key in environment.keys() | current.keys() if key != "versions"]:
+            if key in found or current.get(key) == environment.get(key):
+                continue
+            before, after = flatten(environment.get(key), f"{key}."), flatten(current.get(key), f"{key}.")
+            leaves = [leaf for leaf in sorted(before.keys() | after.keys()) if before.get(leaf) != after.get(leaf)]
+            found[key] = "; ".join(f"{leaf.rstrip('.')}: {after.get(leaf)!r} here vs {before.get(leaf)!r} in the "
+                                   f"committed run" for leaf in leaves) + f" ({path})"
+    return dict(sorted(found.items()))
+
+
+def machine_differences(expected: Revision, actual: Revision) -> list[str]:
+    """The machine facts (`MACHINE_FACTS`) of this run's records that differ from the committed run's."""
+    return list(environment_differences(expected, actual, MACHINE_FACTS).values())
+
+
+def differing_by_stage(differing: list[tuple[str, str]]) -> str:
+    """"stage (n), ..." in the order of the lock, for a line that shows where a run left the committed one."""
+    counts: dict[str, int] = {}
+    for stage, _ in differing:
+        counts[stage] = counts.get(stage, 0) + 1
+    return ", ".join(f"{stage} ({count})" for stage, count in counts.items())
 
 
 # --- scores against their intervals -----------------------------------------------------------------
@@ -327,15 +346,24 @@ def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_
         return check
 
     before, after = outputs(expected_stages), outputs(actual_stages)
-    differing = [f"{stage} {path}: md5 {after.get((stage, path), 'missing')} vs committed {digest}"
-                 for (stage, path), digest in before.items() if stage not in skipped and after.get((stage, path)) != digest]
-    differing += [f"{stage} {path}: not in the committed dvc.lock" for stage, path in after.keys() - before.keys()]
+    changed = [(stage, path) for (stage, path), digest in before.items() if stage not in skipped and after.get((stage, path)) != digest]
+    added = sorted(after.keys() - before.keys())
+    differing = [f"{stage} {path}: md5 {after.get((stage, path), 'missing')} vs committed {before[stage, path]}"
+                 for stage, path in changed]
+    differing += [f"{stage} {path}: not in the committed dvc.lock" for stage, path in added]
     compared = sum(stage not in skipped for stage, _ in before)
     check.lines.append(f"outputs compared by hash: {compared}, {len(differing)} differ (not by hash: the outputs of "
                        f"{', '.join(sorted({s for s, _ in before if s in skipped})) or 'no stage'}, which also read the "
                        "git history; their numbers are compared)")
+    if differing:
+        check.lines.append(f"outputs that differ, by stage: {differing_by_stage(changed + added)}")
     machine = machine_differences(expected, actual)
     check.lines += [f"machine differs: {line}" for line in machine]
+    if differing and not machine:
+        # the machine facts equal and yet the outputs differ: what else the records say differs (data read,
+        # settings as resolved) is where to look
+        others = environment_differences(expected, actual)
+        check.lines += [f"record differs (not a machine fact): {line}" for line in others.values()]
 
     compare_results(expected, actual, fraction, check, exact=not differing)
     if differing and not machine:

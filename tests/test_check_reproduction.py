@@ -111,6 +111,20 @@ def test_another_output_on_the_same_machine_is_not_reproduced(project):
     assert "machine facts equal" in result.stdout and "verdict: not reproduced" in result.stdout
 
 
+def test_a_failure_on_the_same_machine_lists_the_stages_and_what_else_the_records_say(project):
+    """Outputs that differ where the machine facts are equal: the check lists every differing output by
+    stage and the fields of the records that differ besides the machine facts (data read, settings)."""
+    edit(project, "dvc.lock", lambda lock: [out.update(md5=out["md5"] + "2") for out in lock["stages"]["joint"]["outs"]])
+    edit(project, "reports/training/details/joint.json",
+         lambda record: record["environment"].update(data_sha256={"data/raw/corpus.txt": "b2"}))
+    result = check(project)
+    assert result.returncode == 1
+    assert "outputs that differ, by stage: joint (2)" in result.stdout
+    assert ("record differs (not a machine fact): data_sha256.data/raw/corpus.txt: 'b2' here vs None in the "
+            "committed run (reports/training/details/joint.json)") in result.stdout
+    assert "machine differs" not in result.stdout
+
+
 def test_another_cpu_within_a_tenth_of_every_half_width_is_equivalent(project):
     another_machine(project)
     # STS12's subset moves 0.5 of STS12's half-width 6.0 (ratio 0.083); avg 0.1 of 2.0 (0.05)
@@ -120,7 +134,10 @@ def test_another_cpu_within_a_tenth_of_every_half_width_is_equivalent(project):
     result = check(project)
     assert result.returncode == 0, result.stdout
     assert "verdict: equivalent" in result.stdout
-    assert "machine differs: cpu:" in result.stdout and "'AVX2'" in result.stdout
+    # only the leaf that differs is named, not the whole CPU record
+    assert ("machine differs: cpu.capability: 'AVX2' here vs 'AVX512' in the committed run "
+            "(reports/training/details/joint.json)") in result.stdout
+    assert "outputs that differ, by stage: joint (1)" in result.stdout
     assert ("largest score movement: 0.083 of its 95% half-width (reports/metrics/details/joint.json: "
             "STS12.subsets.SMTnews") in result.stdout
 

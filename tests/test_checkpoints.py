@@ -269,8 +269,10 @@ def _write_params(params, path: Path) -> Path:
     return path
 
 
-def test_unreachable_hub_exits_2(workspace):
+def test_unreachable_hub_exits_2(workspace, monkeypatch):
     params = workspace("http://127.0.0.1:9", rows=["simcse-bert"])  # the discard port: nothing answers
+    # huggingface_hub retries a refused connection with backoff (about 23 s of sleeping): the outcome is the same without the waits
+    monkeypatch.setattr("huggingface_hub.utils._http.time.sleep", lambda seconds: None)
     result = CliRunner().invoke(app, ["checkpoints", "--params", str(_write_params(params, Path("p.yaml")))])
     assert result.exit_code == 2, result.output
     assert "could not reach http://127.0.0.1:9" in result.output and "checkpoints.source: standin" in result.output

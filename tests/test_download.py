@@ -154,6 +154,9 @@ def test_a_relative_mirror_means_the_same_folder_inside_a_queued_experiments_cop
     assert setting_path("../shared/data", copy) == workspace.resolve() / "../shared/data"
     assert setting_path("../shared/data", workspace) == workspace.resolve() / "../shared/data"
     assert setting_path(tmp_path / "abs", copy) == tmp_path / "abs"
+    # a path inside the project is the copy's own: the stand-in model data/backbone is the copy's download output
+    assert setting_path("data/backbone", copy) == copy.resolve() / "data/backbone"
+    assert setting_path("data/../../shared", copy) == workspace.resolve() / "data/../../shared"
 
 
 def _published(folder):

@@ -238,6 +238,23 @@ def test_the_cpu_record_names_the_microarchitecture_and_the_kernel_features():
     assert all(not flag.startswith(("avx", "fma", "amx")) or flag in record["features"] for flag in fields["flags"].split())
 
 
+def test_the_cpu_record_names_the_caches_blas_kernels_are_sized_by(tmp_path):
+    """A virtual machine may report its host's model and features on a host with other caches: MKL and
+    oneDNN size their blocks by them, so they are machine facts too (read from the kernel's sysfs)."""
+    from pipeline.environment import cpu_caches, cpu_record
+
+    for index, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"), ("2", "Unified", "2048K"),
+                                                 ("3", "Unified", "307200K")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (folder / name).write_text(value + "\n")
+    (tmp_path / "index9").mkdir()  # an entry the kernel left without its files is skipped
+    assert cpu_caches(tmp_path) == {"L1d": "48K", "L1i": "32K", "L2": "2048K", "L3": "307200K"}
+    record = cpu_record()
+    assert record["caches"] == cpu_caches() and record["logical_cpus"] == os.cpu_count()
+
+
 def test_aten_cpu_capability_shows_in_the_record():
     """`ATEN_CPU_CAPABILITY=avx2` runs other kernels, so other last bits: the record must show it (CI runs the
     tiny pipeline so, and the reproduction check calls it equivalent, not identical)."""
