@@ -84,6 +84,45 @@ def test_resume_after_a_stop_continues_steps_and_optimizer_state(backbone, sente
         torch.testing.assert_close(resumed_weights[name], tensor, rtol=0, atol=1e-6, msg=name)
 
 
+def test_a_resumed_gs_infonce_run_draws_the_noise_an_uninterrupted_one_draws(backbone, sentences, tmp_path):
+    """GS-InfoNCE's Gaussian negatives come from a generator of the task's own, not torch's global one: a
+    resume state keeps its state too, or the resumed steps train on other noise (other weights)."""
+    from pipeline.config import GaussianNegativesSettings
+    from pipeline.training.tasks import gaussian_negatives
+
+    def gs_task():
+        noise = gaussian_negatives(GaussianNegativesSettings(enabled=True, count=16, std=1.0), seed=7)
+        return SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, noise, 24)
+
+    examples = [(sentence,) for sentence in sentences]
+    uninterrupted = run(gs_task(), examples, tmp_path / "straight", settings())
+    with pytest.raises(PipelineError):
+        run(gs_task(), examples, tmp_path / "killed", settings(), loss_hook=nan_at_step(5))
+    resumed = run(gs_task(), examples, tmp_path / "killed", settings())
+    assert resumed.resumed_from == 3
+    # the losses of the resumed steps are over the same noise (other noise moves them in the sixth digit)
+    assert [row["loss"] for row in resumed.history] == [row["loss"] for row in uninterrupted.history]
+    straight = SentenceEncoder.from_pretrained(str(tmp_path / "straight" / "out")).state_dict()
+    again = SentenceEncoder.from_pretrained(str(tmp_path / "killed" / "out")).state_dict()
+    for name, tensor in straight.items():
+        torch.testing.assert_close(again[name], tensor, rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_checkpoint_without_the_noise_state_is_refused_never_reseeded(backbone, sentences, tmp_path):
+    """A resume state written without the task's generator (an older version) would make the resumed steps
+    draw other noise: one line naming the folder to delete."""
+    from pipeline.config import GaussianNegativesSettings
+    from pipeline.training.tasks import gaussian_negatives
+
+    examples = [(sentence,) for sentence in sentences]
+    with pytest.raises(PipelineError):
+        run(simcse_task(backbone), examples, tmp_path, settings(), loss_hook=nan_at_step(5))  # no generator saved
+    noise = gaussian_negatives(GaussianNegativesSettings(enabled=True, count=16), seed=7)
+    gs = SimCSETask(backbone, AutoTokenizer.from_pretrained(backbone), 0.1, 0.05, noise, 24)
+    with pytest.raises(PipelineError, match="holds no state of the task's generator.s. gaussian .* delete .*ckpt to train again"):
+        run(gs, examples, tmp_path, settings())
+
+
 def test_checkpoints_of_other_settings_are_not_resumed(backbone, sentences, tmp_path):
     examples = [(sentence,) for sentence in sentences]
     run(simcse_task(backbone), examples, tmp_path, settings(), fingerprint="a")

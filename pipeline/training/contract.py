@@ -41,6 +41,12 @@ class TrainingTask(ABC):
     def leaves_parameters_unused(self) -> bool:
         """Whether some parameters of `model` get no gradient (DDP must be told: find_unused_parameters)."""
 
+    @property
+    @abstractmethod
+    def generators(self) -> dict[str, torch.Generator]:
+        """The task's own random generators by name (GS-InfoNCE's noise), apart from torch's global one:
+        a resume state keeps their states too, so a resumed run draws what an uninterrupted one draws."""
+
     @abstractmethod
     def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         """The objective on one batch: {"loss": total, other terms for logging}."""

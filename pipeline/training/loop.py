@@ -291,7 +291,7 @@ def _resume(run: _Run, total_steps: int) -> None:
     run.spec.resume_dir.mkdir(parents=True, exist_ok=True)
     stored = resumable_state(run.spec.resume_dir, run.spec.fingerprint, run.spec.description)
     if stored is not None:
-        state = apply_resume_state(stored, run.model, run.optimizer, run.scheduler, run.context.device)
+        state = apply_resume_state(stored, run.model, run.optimizer, run.scheduler, run.context.device, run.task.generators)
         run.step, run.best_dev, run.best_step = state["step"], state["best_dev"], state["best_step"]
         run.history[:] = state["history"]
         run.resumed_from = run.step
@@ -344,7 +344,8 @@ def _save_resume_state(run: _Run) -> None:
     if run.context.is_main:
         state = {"step": run.step, "best_dev": run.best_dev, "best_step": run.best_step, "history": run.history,
                  "fingerprint": run.spec.fingerprint}
-        save_resume_state(run.spec.resume_dir, run.step, run.model, run.optimizer, run.scheduler, state, run.context.device)
+        save_resume_state(run.spec.resume_dir, run.step, run.model, run.optimizer, run.scheduler, state, run.context.device,
+                          run.task.generators)
         prune_best_models(run.spec.resume_dir, run.best_step)
 
 

@@ -135,12 +135,15 @@ def _rng_states(device: torch.device) -> dict[str, torch.Tensor]:
 
 
 def save_resume_state(resume_dir: Path, step: int, model: nn.Module, optimizer, scheduler, state: dict,
-                    device: torch.device) -> None:
+                    device: torch.device, generators: dict[str, torch.Generator] | None = None) -> None:
+    """The step's weights, optimizer, schedule and RNG states — torch's and the task's own `generators`."""
     with atomic_directory(resume_dir / f"step-{step}") as folder:
         weights = {name: tensor.detach().contiguous().cpu() for name, tensor in unwrap(model).state_dict().items()}
         save_file(weights, folder / "model.safetensors")
+        task_rng = {name: generator.get_state() for name, generator in (generators or {}).items()}
         torch.save(
-            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **_rng_states(device)},
+            {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), **_rng_states(device),
+             "task_rng": task_rng},
             folder / "training_state.pt",
         )
         checksums = {name: sha256_of(folder / name) for name in CHECKSUMMED}
@@ -190,11 +193,21 @@ def read_resume_state(folder: Path) -> ResumeState:
     return ResumeState(folder, weights, training_state, state)
 
 
-def apply_resume_state(stored: ResumeState, model: nn.Module, optimizer, scheduler, device: torch.device) -> dict:
-    """Put a read checkpoint's weights, optimizer, schedule and RNG states in place; its state.json."""
+def apply_resume_state(stored: ResumeState, model: nn.Module, optimizer, scheduler, device: torch.device,
+                       generators: dict[str, torch.Generator] | None = None) -> dict:
+    """Put a read checkpoint's weights, optimizer, schedule and RNG states (torch's and the task's own
+    `generators`) in place; its state.json. A generator the checkpoint lacks is an error, never a reseed."""
+    saved = stored.training_state.get("task_rng", {})
+    missing = sorted(set(generators or {}) - set(saved))
+    if missing:
+        raise PipelineError(f"{stored.folder}/training_state.pt holds no state of the task's generator(s) "
+                            f"{', '.join(missing)} (an older version wrote it): resuming would draw other noise; "
+                            f"delete {stored.folder.parent} to train again")
     unwrap(model).load_state_dict(stored.weights, strict=True)
     optimizer.load_state_dict(stored.training_state["optimizer"])
     scheduler.load_state_dict(stored.training_state["scheduler"])
+    for name, generator in (generators or {}).items():
+        generator.set_state(saved[name])
     torch.set_rng_state(stored.training_state["rng"])
     if device.type == "cuda" and "cuda_rng" in stored.training_state:
         torch.cuda.set_rng_state(stored.training_state["cuda_rng"], device)

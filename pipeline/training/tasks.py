@@ -47,6 +47,11 @@ def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses
     return losses.GaussianNegatives(settings.count, settings.mean, settings.std, settings.weight, generator)
 
 
+def noise_generators(gaussian: losses.GaussianNegatives | None) -> dict[str, torch.Generator]:
+    """GS-InfoNCE's noise generator, where the task draws noise from one."""
+    return {"gaussian": gaussian.generator} if gaussian is not None and gaussian.generator is not None else {}
+
+
 def save_sentence_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, directory: Path, max_length: int) -> None:
     """Hugging Face format (safetensors) plus the sentence-transformers modules for CLS pooling."""
     model.save_pretrained(directory, safe_serialization=True)
@@ -83,6 +88,10 @@ class SimCSETask(TrainingTask):
     @property
     def column_tokenizers(self) -> Tokenizers:
         return self.tokenizer  # the sentence and its round trip alike
+
+    @property
+    def generators(self) -> dict[str, torch.Generator]:
+        return noise_generators(self.gaussian)
 
     def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         if len(batch) == 1:
@@ -125,6 +134,10 @@ class TwinTask(TrainingTask):
     @property
     def column_tokenizers(self) -> Tokenizers:
         return self.tokenizer
+
+    @property
+    def generators(self) -> dict[str, torch.Generator]:
+        return noise_generators(self.gaussian)  # JTCSE's direction is drawn per step from (seed, step): no state
 
     @property
     def leaves_parameters_unused(self) -> bool:
@@ -214,6 +227,7 @@ class DistillTask(TrainingTask):
 
     loss_spans_global_batch = False  # each rank regresses its own rows
     leaves_parameters_unused = True  # the student's pooler layer is never read
+    generators: dict[str, torch.Generator] = {}  # dropout draws from torch's global generator only
 
     def __init__(self, backbone: Path, teacher: FrozenEnsemble, tokenizer: PreTrainedTokenizerBase, dropout: float,
                  max_length: int):
