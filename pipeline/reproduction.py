@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,10 +248,7 @@ def machine_differences(expected: Revision, actual: Revision) -> list[str]:
 
 def differing_by_stage(differing: list[tuple[str, str]]) -> str:
     """"stage (n), ..." in the order of the lock, for a line that shows where a run left the committed one."""
-    counts: dict[str, int] = {}
-    for stage, _ in differing:
-        counts[stage] = counts.get(stage, 0) + 1
-    return ", ".join(f"{stage} ({count})" for stage, count in counts.items())
+    return ", ".join(f"{stage} ({count})" for stage, count in Counter(stage for stage, _ in differing).items())
 
 
 # --- scores against their intervals -----------------------------------------------------------------
