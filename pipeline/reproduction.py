@@ -4,7 +4,8 @@ results"; DESIGN.md §9):
 - **not reproduced (inputs differ)**: the code, data, params or locked packages differ from the committed
   run's — never "equivalent", whatever the numbers say;
 - **identical**: every output hash equal — required when the machine facts of the environment records
-  (CPU model, microarchitecture and vector ISA, GPU, threads, world size) equal the committed run's;
+  (CPU model, microarchitecture, vector ISA, caches and logical CPUs, GPU, threads, world size) equal the
+  committed run's;
 - **equivalent**: the inputs are the same and the machine facts differ: every verdict of the claims is
   unchanged, every step count equal, and every score moved by at most `fraction` (default a tenth) of its
   own 95% interval's half-width — the difference cannot matter against what the benchmark can resolve.

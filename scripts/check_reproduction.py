@@ -3,7 +3,8 @@
 Prints one of three verdicts (pipeline/reproduction.py; the rule: docs/method.md, "Reproducing the
 committed results") and exits 0 on the first two:
 - identical: every output of dvc.lock has the committed hash (required where the machine facts of the
-  environment records — CPU, microarchitecture, vector ISA, GPU, threads, world size — are the committed run's);
+  environment records — CPU, microarchitecture, vector ISA, caches, logical CPUs, GPU, threads, world size —
+  are the committed run's);
 - equivalent: the inputs (code, data, params, the requirements lock) are the same, the machine differs, every
   claim's verdict is unchanged and every score moved by at most --fraction of its 95% half-width (the largest
   ratio is printed with where it occurs);
