@@ -87,6 +87,7 @@ class Revision:
     def __init__(self, root: Path, commit: str | None):
         self.root, self.commit = root, commit
         self._listing = set(git(root, "ls-tree", "-r", "--name-only", commit).split()) if commit else None
+        self._texts: dict[str, str | None] = {}  # each file read once: the records are compared three ways
 
     @property
     def name(self) -> str:
@@ -96,9 +97,11 @@ class Revision:
         return path in self._listing if self._listing is not None else (self.root / path).is_file()
 
     def text(self, path: str) -> str | None:
-        if not self.exists(path):
-            return None
-        return git(self.root, "show", f"{self.commit}:{path}") if self.commit else (self.root / path).read_text(encoding="utf-8")
+        if path not in self._texts:
+            self._texts[path] = None if not self.exists(path) else (
+                git(self.root, "show", f"{self.commit}:{path}") if self.commit
+                else (self.root / path).read_text(encoding="utf-8"))
+        return self._texts[path]
 
     def json(self, path: str) -> dict | None:
         text = self.text(path)
