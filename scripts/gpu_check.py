@@ -113,8 +113,8 @@ def bf16_peak(device_name: str | None) -> tuple[float | None, str]:
 def machine_record(device: torch.device) -> dict:
     from pipeline.environment import cpu_record, gpu_record, package_versions
 
-    record = {"device": device.type, "gpu": gpu_record(device), "cpu": cpu_record(), "versions": package_versions(),
-              "cpu_count": os.cpu_count()}
+    # the CPU record holds the logical CPU count (cpu.logical_cpus)
+    record = {"device": device.type, "gpu": gpu_record(device), "cpu": cpu_record(), "versions": package_versions()}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     record["bf16_peak_tflops"], record["bf16_peak_note"] = bf16_peak(name)
     if device.type == "cuda":
