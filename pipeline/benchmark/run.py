@@ -25,6 +25,7 @@ from pipeline.benchmark.summary import NOTES, headline
 from pipeline.benchmark.training_grid import bench_training
 from pipeline.benchmark.translation import bench_translation
 from pipeline.config import Params
+from pipeline.environment import cpu_record
 from pipeline.errors import PipelineError
 from pipeline.runtime import run_context, with_precision
 
@@ -38,17 +39,6 @@ SECTION_RUNNERS = {
 }
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def load_average() -> list[float] | None:
     return [round(load, 2) for load in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
@@ -58,7 +48,7 @@ def machine_facts() -> dict:
     import transformers
 
     facts = {
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_record()["model"] or platform.machine(),
         "cpu_count_logical": os.cpu_count(),
         "cpu_count_physical": psutil.cpu_count(logical=False),
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
