@@ -16,7 +16,9 @@ measured seconds (pipeline/paper_cost.py, the computation docs/tables.md describ
 It reads only the project and the data mirror (params.yaml's data.mirror: ../shared/data, which
 .gpu/setup.sh provides), and imports only what ../shared/gpu/prepare.sh's bundle brings (no dvc, no
 Hydra, no mteb). The JSON is rewritten (atomically) after each part, so a run stopped by its time
-limit keeps what it measured; `--budget-s` skips the throughput items that would start after it.
+limit keeps what it measured; `--budget-s` skips the throughput items that would start after it, and
+`--reuse EARLIER.json` takes the items an earlier run on the same GPU model measured, so a second run
+spends its minutes on the checks and the items still missing.
 Bad arguments: one line, exit 2.
 """
 
@@ -589,7 +591,30 @@ def cost_markdown(report: dict) -> str:
 # ---- the run -----------------------------------------------------------------------------------------
 
 
-def run(device_name: str, output: Path, budget_s: float, precision: str) -> dict:
+def reusable_items(earlier_file: Path | None, gpu_name: str | None, precision: str) -> tuple[dict, dict | None]:
+    """The throughput items an earlier report measured (neither skipped nor failed), when it was made on the
+    same GPU model with the same step precision: a second run then measures only the rest. Another model or
+    precision would mix two machines' seconds in one cost, so that is bad input."""
+    if earlier_file is None:
+        return {}, None
+    if not earlier_file.is_file():
+        raise PipelineError(f"--reuse {earlier_file}: no such file; give a report an earlier gpu check wrote")
+    earlier = json.loads(earlier_file.read_text(encoding="utf-8"))
+    earlier_gpu = (earlier.get("machine", {}).get("gpu") or {}).get("model")
+    if earlier_gpu != gpu_name:
+        raise PipelineError(f"--reuse {earlier_file}: measured on {earlier_gpu or 'no GPU'}, this run is on "
+                            f"{gpu_name or 'no GPU'}; reuse only a report from the same GPU model")
+    measured = {name: record for name, record in earlier.get("throughput", {}).items()
+                if "error" not in record and "skipped" not in record}
+    other = sorted(name for name, record in measured.items() if name != EVALUATOR_ITEM and record.get("precision") != precision)
+    if precision != "preset" and other:
+        raise PipelineError(f"--reuse {earlier_file}: {', '.join(other)} ran in another precision than --precision "
+                            f"{precision}; rerun with that report's --precision")
+    reused = {name: {**record, "reused_from": earlier["created"]} for name, record in measured.items()}
+    return reused, {"file": earlier_file.name, "created": earlier["created"], "items": sorted(reused)}
+
+
+def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: Path | None = None) -> dict:
     from pipeline.benchmark.inputs import read_sentences
     from pipeline.io import write_json_atomic
     from pipeline.runtime import apply_threads, run_context, seed_everything, with_precision
@@ -604,11 +629,14 @@ def run(device_name: str, output: Path, budget_s: float, precision: str) -> dict
     machine = machine_record(device)
     peak = machine["bf16_peak_tflops"]
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    reused, reuse_record = reusable_items(reuse, gpu_name, precision)
     results: dict = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "mode": mode.name, "machine": machine,
         "checks": [], "throughput": {}, "targets": {}, "cost": {}, "part_seconds": {},
     }
+    if reuse_record is not None:
+        results["reused"] = reuse_record
     part_started = [time.perf_counter()]
 
     def part_done(name: str) -> None:
@@ -644,6 +672,10 @@ def run(device_name: str, output: Path, budget_s: float, precision: str) -> dict
         items = list(mode.items.items())
         order = [name for name, _ in items[:2]] + [EVALUATOR_ITEM] + [name for name, _ in items[2:]]
         for name in order:
+            if name in reused:
+                log.info("gpu check: %s reused from the run of %s", name, reused[name]["reused_from"])
+                results["throughput"][name] = reused[name]
+                continue
             if time.perf_counter() - started > budget_s:
                 results["throughput"][name] = {"skipped": f"time budget: {budget_s:.0f} s spent before it started"}
                 continue
@@ -692,6 +724,8 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
                         help="no throughput item starts after this many seconds (one item may take 1-2 minutes more; the run is to fit 8)")
     parser.add_argument("--precision", default="bf16", choices=("bf16", "preset"),
                         help="the training steps' precision: bf16 (the documented fast choice) or each stage's paper preset")
+    parser.add_argument("--reuse", type=Path, default=None, metavar="JSON",
+                        help="take the throughput items an earlier report (same GPU model) measured; measure only the rest")
     parser.add_argument("--cost-table", type=Path, default=None, metavar="JSON",
                         help="print the GPU hours per table of a written report as docs/tables.md's markdown, and stop")
     parser.add_argument("--role", default="check", choices=("check", "launcher", "rank"), help=argparse.SUPPRESS)
@@ -713,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         elif arguments.role == "rank":
             role_rank(arguments)
         else:
-            results = run(arguments.device, arguments.output, arguments.budget_s, arguments.precision)
+            results = run(arguments.device, arguments.output, arguments.budget_s, arguments.precision, arguments.reuse)
             print(summary_line(results, arguments.output))
             return 1 if any(item["passed"] is False for item in results["checks"]) else 0
     except PipelineError as error:

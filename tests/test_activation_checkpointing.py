@@ -100,3 +100,22 @@ def test_the_setting_reaches_the_loop_and_trains_the_same_weights(towers, senten
         trained[checkpointed] = {name: p.detach().clone() for name, p in task.model.named_parameters()}
     for name, weight in trained[False].items():
         torch.testing.assert_close(trained[True][name], weight, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_transformers_before_the_rename_use_its_older_switch(towers, monkeypatch):
+    """transformers 5.17 (the GPU machine's) has only `gradient_checkpointing_enable`; the GPU check failed
+    there until checkpoint_activations took the older name when the newer is missing."""
+    from transformers import PreTrainedModel
+
+    older_calls = []
+
+    def older_switch(self, gradient_checkpointing_kwargs=None):
+        older_calls.append(gradient_checkpointing_kwargs)
+        self._activation_checkpointing_enable(gradient_checkpointing_kwargs)
+
+    monkeypatch.delattr(PreTrainedModel, "activation_checkpointing_enable")
+    monkeypatch.setattr(PreTrainedModel, "gradient_checkpointing_enable", older_switch)
+    model = twin_task(towers).model
+    assert checkpoint_activations(model) == 2
+    assert older_calls == [{"use_reentrant": False}] * 2
+    assert all(module.is_activation_checkpointing for module in model.modules() if isinstance(module, PreTrainedModel))

@@ -130,3 +130,30 @@ def test_the_cost_table_for_docs_lists_every_table(report, tmp_path):
     rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
     assert [row.split("`")[1] for row in rows] == list(report["cost"]["tables"])
     assert "not the papers' cost" in done.stdout.splitlines()[0]
+
+
+def test_a_second_run_reuses_what_the_first_measured_and_measures_the_rest(report, tmp_path):
+    """`--reuse`: a run cut short by its budget is completed by a second one that spends its minutes on the
+    checks and the missing items only; the cost then covers every table."""
+    earlier = {**report, "throughput": {**report["throughput"], "distill_bert_64x32": {"skipped": "time budget"}}}
+    (tmp_path / "earlier.json").write_text(json.dumps(earlier))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--output", str(tmp_path / "second.json"),
+                           "--reuse", str(tmp_path / "earlier.json")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, env=environment(), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    second = json.loads((tmp_path / "second.json").read_text())
+    throughput = second["throughput"]
+    assert "reused_from" not in throughput["distill_bert_64x32"] and throughput["distill_bert_64x32"]["steps_per_s"] > 0
+    assert {name for name, record in throughput.items() if "reused_from" in record} == set(report["throughput"]) - {"distill_bert_64x32"}
+    assert second["reused"]["created"] == report["created"] and second["cost"]["basis"]["distill"] == "distill_bert_64x32"
+    assert [check["name"] for check in second["checks"]] == [check["name"] for check in report["checks"]]  # checks rerun
+
+
+def test_reusing_another_gpu_models_report_is_one_line_and_exit_2(report, tmp_path):
+    (tmp_path / "h200.json").write_text(json.dumps({**report, "machine": {**report["machine"], "gpu": {"model": "NVIDIA H200"}}}))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--output", str(tmp_path / "x.json"),
+                           "--reuse", str(tmp_path / "h200.json")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, env=environment(), timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: --reuse") and "NVIDIA H200" in done.stderr
+    assert not (tmp_path / "x.json").exists()

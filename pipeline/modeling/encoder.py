@@ -117,7 +117,10 @@ def checkpoint_activations(model: nn.Module) -> int:
     losses and gradients are those of the plain run. Returns how many backbones it set."""
     backbones = [module for module in model.modules() if isinstance(module, PreTrainedModel)]
     for backbone in backbones:
-        backbone.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(backbone, "activation_checkpointing_enable"):
+            backbone.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:  # transformers before the rename (5.17 on the GPU machine): the same switch, its older name
+            backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return len(backbones)
 
 
