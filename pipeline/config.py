@@ -17,12 +17,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import PipelineError
+from pipeline.losses import loss_term_names, validate_loss_names
 from pipeline.models import BASELINES, STUDENTS, evaluated_model_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
     DEVICES,
-    LOSS_TERMS,
     NORM_INPUTS,
     POOLERS,
     PRECISIONS,
@@ -36,7 +36,6 @@ from pipeline.settings_rules import (
     validate_baselines,
     validate_gaussian,
     validate_hub_endpoint,
-    validate_loss_names,
     validate_standin_hub,
     validate_precision,
     validate_towers,
@@ -186,7 +185,8 @@ class TrainSettings(OptimSettings):
     jtcse_lr: float | None = Field(None, gt=0, description="lr when cael > 0; null = lr")
     jtcse_dropout: float | None = Field(None, ge=0, lt=1, description="dropout when cael > 0; null = dropout")
     cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
-    losses: list[Literal[LOSS_TERMS]] = list(LOSS_TERMS)  # type: ignore[valid-type]
+    losses: list[str] = Field(default_factory=lambda: list(loss_term_names()),
+                              description="the twin objective's terms (pipeline.losses.LOSS_TERM_TABLE), checked at load")
     norm_factor: float = Field(0.5, gt=0, description="the released code's division of the norm loss by 2")
     norm_input: Literal[NORM_INPUTS] = Field(  # type: ignore[valid-type]
         "pooler", description="the tensor-norm loss's norms: pooler output (the method) or last hidden [CLS] (the study)"

@@ -37,12 +37,11 @@ import torch
 from torch.nn import functional as F
 
 from pipeline.errors import PipelineError
-from pipeline.settings_rules import LOSS_TERMS, NORM_INPUTS, validate_gaussian, validate_loss_names
+from pipeline.settings_rules import NORM_INPUTS, validate_gaussian
 
 if TYPE_CHECKING:
     from pipeline.modeling.twin import TwinOutput
 
-# Switchable terms of the twin objectives (the loss-ablation tables); "ictn" is ICTM in JTCSE.
 TEMPERATURE = 0.05
 NORM_FACTOR = 0.5  # the released TNCSE/JTCSE code divides each tensor-norm term by 2
 MIN_COSINE = 1e-4
@@ -217,39 +216,124 @@ def joint_icnce(
     return on_last_cls + icnce(cross_cls[first], cross_cls[second], temperature, gaussian)
 
 
+# ---- the twin objective's terms: one table ------------------------------------------------------------
+# Each switchable term of the TNCSE/JTCSE objective is one `LossTerm` in `LOSS_TERM_TABLE`: the allowed
+# names of `train.losses`, their validation, the objective (a loop over the table, in its order) and the
+# DDP rule on unused parameters all derive from it. A new term is one `register_loss_term` call.
+
+IctnKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]  # (last_cls, norm vectors, factor) -> ICTN
+
+
+@dataclass(frozen=True)
+class ObjectiveInputs:
+    """What a term may read: the twin's (gathered) outputs and the objective's settings."""
+
+    out: "TwinOutput"
+    temperature: float = TEMPERATURE
+    norm_factor: float = NORM_FACTOR
+    gaussian: GaussianNegatives | None = None
+    generator: torch.Generator | None = None  # JTCSE's direction R
+    norm_input: str = "pooler"
+    ictn_kernel: IctnKernel = ictn  # the benchmark's baseline passes the released code's per-sample loop
+
+
+@dataclass(frozen=True)
+class LossTerm:
+    """One switchable term of the twin objective (the loss-ablation tables switch them by `name`).
+
+    `compute` maps the inputs to the term's value; `reads_pooler(norm_input)` says whether it reads the
+    pooler output h^P under that `train.norm_input`: when no selected term does, the pooler layers get no
+    gradient, which DDP must be told (`find_unused_parameters`). `settings` names the `train.*` keys it reads."""
+
+    name: str
+    compute: Callable[[ObjectiveInputs], torch.Tensor]
+    reads_pooler: Callable[[str], bool]
+    settings: tuple[str, ...]
+    description: str
+
+
+LOSS_TERM_TABLE: dict[str, LossTerm] = {}
+
+
+def register_loss_term(term: LossTerm) -> LossTerm:
+    """Add a term to the table (its order is the objective's summation order); a name twice is an error."""
+    if term.name in LOSS_TERM_TABLE:
+        raise PipelineError(f"loss term {term.name!r} is registered twice")
+    LOSS_TERM_TABLE[term.name] = term
+    return term
+
+
+def _never_reads_pooler(norm_input: str) -> bool:
+    return False
+
+
+def _both_towers_nce(inputs: ObjectiveInputs) -> torch.Tensor:
+    return sum(twin_info_nce(views, inputs.temperature, inputs.gaussian) for views in inputs.out.last_cls)
+
+
+def _interaction_nce(inputs: ObjectiveInputs) -> torch.Tensor:
+    last_cls, cross_cls = inputs.out.last_cls, inputs.out.cross_cls
+    if cross_cls is None:
+        return icnce(last_cls[0], last_cls[1], inputs.temperature, inputs.gaussian)
+    return joint_icnce(last_cls, cross_cls, draw_direction(inputs.generator), inputs.temperature, inputs.gaussian)
+
+
+def _tensor_norm(inputs: ObjectiveInputs) -> torch.Tensor:
+    return inputs.ictn_kernel(inputs.out.last_cls, norm_vectors(inputs.out, inputs.norm_input), inputs.norm_factor)
+
+
+register_loss_term(LossTerm("nce", _both_towers_nce, _never_reads_pooler, ("temperature", "gaussian"),
+                            "L_NCE of each tower on its own two views (TNCSE Eq. 4, JTCSE Eq. 11)"))
+register_loss_term(LossTerm("icnce", _interaction_nce, _never_reads_pooler, ("temperature", "gaussian"),
+                            "ICNCE between the towers (TNCSE Eq. 5); JTCSE's ICNCE_J with the cross outputs (Eq. 12)"))
+register_loss_term(LossTerm("ictn", _tensor_norm, lambda norm_input: norm_input == "pooler", ("norm_factor", "norm_input"),
+                            "ICTN, the tensor-norm term (TNCSE Eq. 7; ICTM in JTCSE Eq. 14)"))
+
+
+def loss_term_names() -> tuple[str, ...]:
+    """The allowed names of `train.losses`, in the table's order."""
+    return tuple(LOSS_TERM_TABLE)
+
+
+def validate_loss_names(losses, key: str = "train.losses") -> tuple[str, ...]:
+    """A non-empty selection of the twin objective's terms."""
+    names = tuple(losses)
+    allowed = ", ".join(LOSS_TERM_TABLE)
+    for name in names:
+        if name not in LOSS_TERM_TABLE:
+            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
+    if not names:
+        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
+    return names
+
+
+def reads_pooler(losses: Iterable[str], norm_input: str) -> bool:
+    """Whether any selected term reads the pooler output (else DDP must allow unused parameters)."""
+    return any(LOSS_TERM_TABLE[name].reads_pooler(norm_input) for name in validate_loss_names(losses))
+
+
 def twin_objective(
     out: "TwinOutput",
-    losses: Iterable[str] = LOSS_TERMS,
+    losses: Iterable[str] | None = None,
     temperature: float = TEMPERATURE,
     norm_factor: float = NORM_FACTOR,
     gaussian: GaussianNegatives | None = None,
     generator: torch.Generator | None = None,
     norm_input: str = "pooler",
-    ictn_kernel: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] = ictn,
+    ictn_kernel: IctnKernel = ictn,
 ) -> LossTerms:
     """The TNCSE objective when `out.cross_cls` is None, else the JTCSE objective.
 
     TNCSE (Eq. 8):  L = L_NCE(I) + L_NCE(II) + ICNCE(h_I, h_II) + ICTN
     JTCSE (Eq. 15): L = L_NCE(I) + L_NCE(II) + ICNCE_J + ICTM, ICNCE_J of Eq. 12 with R drawn from
     `generator` (seed it alike on every DDP rank).
-    `losses` switches terms by name: "nce" (both towers' L_NCE), "icnce", "ictn" (ICTM in JTCSE).
+    `losses` switches terms by name (`LOSS_TERM_TABLE`; None = every term), summed in the table's order.
     Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term;
-    `norm_input` picks the norms of the tensor-norm term (`norm_vectors`); `ictn_kernel` computes
-    it (`ictn`; the benchmark's baseline passes the released code's per-sample loop).
+    `norm_input` picks the norms of the tensor-norm term (`norm_vectors`); `ictn_kernel` computes it.
     """
-    selected = validate_loss_names(losses)
-    last_cls, cross_cls = out.last_cls, out.cross_cls
-    terms = {}
-    if "nce" in selected:
-        terms["nce"] = sum(twin_info_nce(views, temperature, gaussian) for views in last_cls)
-    if "icnce" in selected:
-        terms["icnce"] = (
-            icnce(last_cls[0], last_cls[1], temperature, gaussian)
-            if cross_cls is None
-            else joint_icnce(last_cls, cross_cls, draw_direction(generator), temperature, gaussian)
-        )
-    if "ictn" in selected:
-        terms["ictn"] = ictn_kernel(last_cls, norm_vectors(out, norm_input), norm_factor)
+    selected = validate_loss_names(LOSS_TERM_TABLE if losses is None else losses)
+    inputs = ObjectiveInputs(out, temperature, norm_factor, gaussian, generator, norm_input, ictn_kernel)
+    terms = {name: term.compute(inputs) for name, term in LOSS_TERM_TABLE.items() if name in selected}
     return LossTerms(total=sum(terms.values()), terms=terms)
 
 

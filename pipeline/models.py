@@ -31,6 +31,8 @@ TOWER_NAMES = ("I", "II")
 MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D", "simcse", "gs-infonce")
 # the seed papers' own models, each trained by `baseline@<name>` (a key of `baselines` in params.yaml)
 BASELINES = ("simcse", "gs-infonce")
+# the dvc.yaml stages that train (one list: the CLI spreads them over processes, the GPU-hour estimate costs them)
+TRAINING_STAGES = ("pretrain", "joint", "distill", "baseline")
 # distilled model → its teacher (a model of the registry and a key of `distill.teachers`)
 STUDENTS = {"joint-D": "joint", "uc-D": "uc"}
 

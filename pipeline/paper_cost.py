@@ -31,7 +31,7 @@ import yaml
 
 from pipeline.config import Params, parse_params
 from pipeline.errors import PipelineError
-from pipeline.models import all_models
+from pipeline.models import TRAINING_STAGES, all_models
 from pipeline.reporting.runs import param_at, requirement
 from pipeline.reporting.spec import TablesFile, load_tables
 from pipeline.training.loop import planned_steps
@@ -39,7 +39,6 @@ from pipeline.training.loop import planned_steps
 WIKI1M_LINES = 1_000_000  # princeton-nlp's wiki1m_for_simcse.txt (data.wiki.limit: null)
 STSB_DEV_PAIRS = 1_500  # STS-B dev, what model selection scores every eval_every steps
 PAPER_SCALE = "paper"
-TRAINING_STAGES = ("pretrain", "joint", "distill")  # dvc.yaml's training stages, costed by their steps
 METHOD = ("docs/tables.md: one Wiki1M epoch per training stage at the paper preset's batch sizes x measured s/step, "
           "+ STS-B dev evaluations, + one encoder pass over the seven test sets per evaluated tower; each dvc.yaml stage "
           "instance counted once over all tables (DVC's run cache), under the first table that needs it "
@@ -223,6 +222,8 @@ def _training_seconds(instance: StageInstance, settings: Params, measured: Measu
         section, kind = settings.pretrain, "pretrain"
     elif instance.stage == "joint":
         section, kind = settings.train, "tncse" if settings.train.cael == 0 else f"jtcse-{settings.train.cael}"
+    elif instance.stage == "baseline":  # the seed papers' SimCSE / GS-InfoNCE: a SimCSE step, as pretraining's
+        section, kind = settings.baselines[instance.key], "pretrain"
     else:
         section, kind = settings.distill.teachers[instance.key], "distill"
     examples = settings.data.wiki.limit or WIKI1M_LINES

@@ -21,7 +21,6 @@ STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKR
 SICK_SPLITS = ("train", "trial", "test")
 # The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
-LOSS_TERMS = ("nce", "icnce", "ictn")
 CROSS_OUTPUTS = ("last", "mean")
 # stream: cross streams that feed the next layers (JTCSE's reading, the default); side: side outputs of each CAEL
 CROSS_MODES = ("stream", "side")
@@ -94,18 +93,6 @@ def validate_cross_mode(cross_mode: str, cross_outputs: str, key: str = "train.c
             "streams after the last layer; allowed with stream: last"
         )
     return cross_mode
-
-
-def validate_loss_names(losses, key: str = "train.losses") -> tuple[str, ...]:
-    """A non-empty selection of the twin objective's terms."""
-    names = tuple(losses)
-    allowed = ", ".join(LOSS_TERMS)
-    for name in names:
-        if name not in LOSS_TERMS:
-            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
-    if not names:
-        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
-    return names
 
 
 def validate_gaussian(count: int | None, std: float, weight: float, key: str = "gaussian") -> None:

@@ -10,6 +10,7 @@ import sys
 import typer
 
 from stages import analyze, baseline, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
+from pipeline.models import TRAINING_STAGES as TRAINING_STAGE_NAMES
 from stages.common import one_line_errors
 
 app = typer.Typer(
@@ -19,7 +20,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-TRAINING_STAGES = (pretrain, joint, distill, baseline)  # spread over PIPELINE_NPROC processes; each has check_processes
+STAGE_MODULES = (download, rtt, pretrain, joint, distill, baseline, evaluate, checkpoints, analyze, report, bench)
+# spread over PIPELINE_NPROC processes; each has check_processes
+TRAINING_STAGES = tuple(module for module in STAGE_MODULES if module.NAME in TRAINING_STAGE_NAMES)
 MODEL_STAGES = (*TRAINING_STAGES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs
 
 
@@ -39,7 +42,7 @@ def on_devices(module):
     return wrapper
 
 
-for module in (download, rtt, pretrain, joint, distill, baseline, evaluate, checkpoints, analyze, report, bench):
+for module in STAGE_MODULES:
     app.command(module.NAME, help=module.__doc__)(on_devices(module) if module in MODEL_STAGES else module.command)
 
 

@@ -29,7 +29,7 @@ def test_committed_params_is_the_valid_tiny_preset(tiny_params_dict):
         (lambda p: p["train"].update(cross_mode="both"), "train.cross_mode='both'"),
         (lambda p: p["train"].update(cross_outputs="mean"), "train.cross_outputs=mean applies to train.cross_mode=side only"),
         (lambda p: p["rtt"].update(backend="bing"), "rtt.backend='bing'"),
-        (lambda p: p["train"].update(losses=["nce", "magic"]), "train.losses.1='magic'"),
+        (lambda p: p["train"].update(losses=["nce", "magic"]), "train.losses=['nce', 'magic'] names unknown loss magic; allowed: nce, icnce, ictn"),
         (lambda p: p["pretrain"].update(rtt_as="both"), "pretrain.rtt_as='both'"),
         (lambda p: p["eval"].update(token_budget=100), "eval.token_budget=100 is less than eval.max_length=128"),
         (lambda p: p["eval"].update(token_budget=2), "eval.token_budget=2"),

@@ -19,7 +19,7 @@ from pipeline.losses import (
     twin_objective,
 )
 from pipeline.modeling import TwinOutput
-from pipeline.settings_rules import validate_loss_names
+from pipeline.losses import validate_loss_names
 
 TAU = 0.05
 

@@ -76,7 +76,7 @@ def allowed_value_tuples() -> dict[tuple[str, ...], str]:
 def test_allowed_values_are_defined_in_settings_rules_only():
     """No other module restates a tuple (or a Literal) of the same strings: one home to change."""
     allowed = allowed_value_tuples()
-    assert len(allowed) >= 10
+    assert len(allowed) >= 8  # the loss terms (and STS tasks) are their registries' keys, not tuples here
     copies = []
     for file in sorted([*ROOT.joinpath("pipeline").rglob("*.py"), *ROOT.joinpath("stages").glob("*.py")]):
         if file.name == "settings_rules.py":

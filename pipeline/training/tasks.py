@@ -36,7 +36,6 @@ from pipeline.modeling import (
 from pipeline.training.batching import Batch, Tokenizers
 from pipeline.training.contract import TrainingTask
 
-IctnLoss = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]  # (last_cls, norm vectors, factor) -> ICTN
 
 
 def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses.GaussianNegatives | None:
@@ -120,7 +119,7 @@ class TwinTask(TrainingTask):
     loss_spans_global_batch = True  # the twin's outputs are gathered across DDP ranks
 
     def __init__(self, tower_dirs: tuple[Path, Path], tokenizer: PreTrainedTokenizerBase, settings: TrainSettings,
-                 seed: int, ictn: IctnLoss = losses.ictn):
+                 seed: int, ictn: losses.IctnKernel = losses.ictn):
         model = TwinEncoder.from_pretrained(
             str(tower_dirs[0]), str(tower_dirs[1]), settings.cael, settings.cross_outputs, settings.mode_dropout,
             cross_mode=settings.cross_mode,
@@ -142,9 +141,9 @@ class TwinTask(TrainingTask):
     @property
     def leaves_parameters_unused(self) -> bool:
         # without the norm term on the pooler output the pooler layers get no gradient, which DDP must be told
-        return "ictn" not in self.settings.losses or self.settings.norm_input != "pooler"
+        return not losses.reads_pooler(self.settings.losses, self.settings.norm_input)
 
-    def with_ictn(self, ictn: IctnLoss) -> TwinTask:
+    def with_ictn(self, ictn: losses.IctnKernel) -> TwinTask:
         """This task, on the same model, with another ICTN kernel."""
         twin = copy.copy(self)
         twin.ictn = ictn
@@ -155,8 +154,8 @@ class TwinTask(TrainingTask):
         # JTCSE's direction R is drawn per step from (seed, step): identical on every rank and after a resume
         direction = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
         objective = losses.twin_objective(
-            out, self.settings.losses, self.settings.temperature, self.settings.norm_factor, self.gaussian, direction,
-            self.settings.norm_input, self.ictn,
+            out, losses=self.settings.losses, temperature=self.settings.temperature, norm_factor=self.settings.norm_factor,
+            gaussian=self.gaussian, generator=direction, norm_input=self.settings.norm_input, ictn_kernel=self.ictn,
         )
         return {"loss": objective.total, **objective.terms}
 
