@@ -591,6 +591,23 @@ def cost_markdown(report: dict) -> str:
 # ---- the run -----------------------------------------------------------------------------------------
 
 
+def throughput_item(name: str, backbones: dict, settings: dict, sentences: list[str], mirror: Path, context,
+                    mode: Mode, peak: float | None, precision: str) -> dict:
+    """One throughput item measured: the evaluator's pass, or a training stage's steps in `precision` (bf16, or
+    each stage's paper preset with `preset`)."""
+    from pipeline.runtime import with_precision
+
+    if name == EVALUATOR_ITEM:
+        return evaluator_item(backbones["bert"], settings["bert"], mirror / "senteval", context.device, mode, peak)
+    kind, backbone, batch_size, max_length, checkpointing = mode.items[name]
+    stage_settings = settings[backbone]
+    section = {"pretrain": stage_settings.pretrain, "distill": stage_settings.distill.teachers["joint"]}.get(kind, stage_settings.train)
+    step_precision = precision if precision != "preset" else section.precision
+    item_context = with_precision(context, step_precision, "gpu check --precision")
+    return training_item(kind, backbones[backbone], stage_settings, batch_size, max_length, checkpointing,
+                         sentences, item_context, mode, peak, profile=name in TARGETS)
+
+
 def reusable_items(earlier_file: Path | None, gpu_name: str | None, precision: str) -> tuple[dict, dict | None]:
     """The throughput items an earlier report measured (neither skipped nor failed), when it was made on the
     same GPU model with the same step precision: a second run then measures only the rest. Another model or
@@ -614,12 +631,45 @@ def reusable_items(earlier_file: Path | None, gpu_name: str | None, precision: s
     return reused, {"file": earlier_file.name, "created": earlier["created"], "items": sorted(reused)}
 
 
+class Report:
+    """The JSON being written: each part's seconds, and the file rewritten (atomically) after each part."""
+
+    def __init__(self, output: Path, results: dict):
+        self.output, self.results = output, results
+        self.started = self.part_started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def part_done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.results["part_seconds"][name] = round(now - self.part_started, 1)
+        self.part_started = now
+
+    def save(self) -> None:
+        from pipeline.io import write_json_atomic
+
+        self.results["wall_seconds"] = round(self.elapsed(), 1)
+        write_json_atomic(self.output, self.results)
+
+
+def tiny_checks(scratch: Path, mirror: Path, sentences: list[str], device: torch.device, report: Report) -> list[dict]:
+    """The correctness checks on a 2-layer stand-in BERT, the launcher's rank included (each part timed)."""
+    from pipeline.data.standin_models import build_standin
+
+    tiny = scratch / "tiny"
+    build_standin("bert-base-uncased", tiny, corpus_file(mirror), seed=0, shrink={**CPU_SHRINK, "num_hidden_layers": 2})
+    sentences_file = scratch / "sentences.txt"
+    sentences_file.write_text("\n".join(sentences[:64]) + "\n", encoding="utf-8")
+    launched = run_launcher(device.type, tiny, sentences_file, scratch)
+    report.part_done("launcher")
+    return correctness_checks(TinyTraining(tiny, sentences, scratch / "runs"), device, launched)
+
+
 def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: Path | None = None) -> dict:
     from pipeline.benchmark.inputs import read_sentences
-    from pipeline.io import write_json_atomic
-    from pipeline.runtime import apply_threads, run_context, seed_everything, with_precision
+    from pipeline.runtime import apply_threads, run_context, seed_everything
 
-    started = time.perf_counter()
     context = run_context(device_name)
     device = context.device
     mode = MODES[device.type]
@@ -627,82 +677,51 @@ def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: 
         apply_threads(1)  # tiny tensors: a second thread only waits (and on a shared machine, spins)
         precision = "fp32"  # autocast is CUDA-only (the stages' rule)
     machine = machine_record(device)
-    peak = machine["bf16_peak_tflops"]
     gpu_name = torch.cuda.get_device_name(device) if device.type == "cuda" else None
     reused, reuse_record = reusable_items(reuse, gpu_name, precision)
-    results: dict = {
+    report = Report(output, {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "mode": mode.name, "machine": machine,
         "checks": [], "throughput": {}, "targets": {}, "cost": {}, "part_seconds": {},
-    }
-    if reuse_record is not None:
-        results["reused"] = reuse_record
-    part_started = [time.perf_counter()]
-
-    def part_done(name: str) -> None:
-        now = time.perf_counter()
-        results["part_seconds"][name] = round(now - part_started[0], 1)
-        part_started[0] = now
-
-    def save() -> None:
-        results["wall_seconds"] = round(time.perf_counter() - started, 1)
-        write_json_atomic(output, results)
-
+        **({"reused": reuse_record} if reuse_record is not None else {}),
+    })
+    results, throughput = report.results, report.results["throughput"]
     mirror = mirror_folder()
     sentences = read_sentences(corpus_file(mirror), mode.corpus_lines)
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch_name:
         scratch = Path(scratch_name)
-        tiny = scratch / "tiny"
-        from pipeline.data.standin_models import build_standin
-
-        build_standin("bert-base-uncased", tiny, corpus_file(mirror), seed=0, shrink={**CPU_SHRINK, "num_hidden_layers": 2})
-        sentences_file = scratch / "sentences.txt"
-        sentences_file.write_text("\n".join(sentences[:64]) + "\n", encoding="utf-8")
-        launched = run_launcher(device.type, tiny, sentences_file, scratch)
-        part_done("launcher")
-        results["checks"] = correctness_checks(TinyTraining(tiny, sentences, scratch / "runs"), device, launched)
-        part_done("checks")
-        save()
+        results["checks"] = tiny_checks(scratch, mirror, sentences, device, report)
+        report.part_done("checks")
+        report.save()
 
         backbones = build_backbones(scratch, mirror, mode)
         settings = {backbone: paper_settings(backbone) for backbone in backbones}
-        part_done("stand-in backbones")
-        step_precision = precision if precision != "preset" else None
+        report.part_done("stand-in backbones")
         seed_everything(settings["bert"].seed)  # as every stage does: deterministic kernels, cuBLAS's workspace
-        items = list(mode.items.items())
-        order = [name for name, _ in items[:2]] + [EVALUATOR_ITEM] + [name for name, _ in items[2:]]
-        for name in order:
+        items = list(mode.items)
+        for name in [*items[:2], EVALUATOR_ITEM, *items[2:]]:
             if name in reused:
                 log.info("gpu check: %s reused from the run of %s", name, reused[name]["reused_from"])
-                results["throughput"][name] = reused[name]
+                throughput[name] = reused[name]
                 continue
-            if time.perf_counter() - started > budget_s:
-                results["throughput"][name] = {"skipped": f"time budget: {budget_s:.0f} s spent before it started"}
+            if report.elapsed() > budget_s:
+                throughput[name] = {"skipped": f"time budget: {budget_s:.0f} s spent before it started"}
                 continue
             log.info("gpu check: %s", name)
             try:
-                if name == EVALUATOR_ITEM:
-                    record = evaluator_item(backbones["bert"], settings["bert"], mirror / "senteval", device, mode, peak)
-                else:
-                    kind, backbone, batch_size, max_length, checkpointing = mode.items[name]
-                    stage_settings = settings[backbone]
-                    section = {"pretrain": stage_settings.pretrain, "distill": stage_settings.distill.teachers["joint"]}.get(
-                        kind, stage_settings.train)
-                    item_context = with_precision(context, step_precision or section.precision, "gpu check --precision")
-                    record = training_item(kind, backbones[backbone], stage_settings, batch_size, max_length, checkpointing,
-                                           sentences, item_context, mode, peak, profile=name in TARGETS)
+                throughput[name] = throughput_item(name, backbones, settings, sentences, mirror, context, mode,
+                                                   machine["bf16_peak_tflops"], precision)
             except Exception as error:  # noqa: BLE001 - recorded in the JSON; the other items still run
                 log.exception("gpu check %s raised", name)
-                record = {"error": f"{type(error).__name__}: {error}"}
-            results["throughput"][name] = record
-            part_done(name)
-            save()
-    results["targets"] = target_record(results["throughput"], device, gpu_name)
-    results["cost"] = cost_record(results["throughput"], gpu_name or f"cpu ({mode.name})", precision)
-    part_done("cost")
+                throughput[name] = {"error": f"{type(error).__name__}: {error}"}
+            report.part_done(name)
+            report.save()
+    results["targets"] = target_record(throughput, device, gpu_name)
+    results["cost"] = cost_record(throughput, gpu_name or f"cpu ({mode.name})", precision)
+    report.part_done("cost")
     if device.type == "cpu":
         results["cost"]["note"] = "CPU mode: seconds of tiny shapes, scaled by tokens; not the papers' cost"
-    save()
+    report.save()
     return results
 
 

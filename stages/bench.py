@@ -90,6 +90,11 @@ def command(
         return
     write_text_atomic(output, json.dumps(results, indent=2) + "\n")
     typer.echo(format_summary_table(results))
+    summary(NAME, f"{headline_line(results)}; {results['wall_seconds']:.0f} s -> {output}")
+
+
+def headline_line(results: dict) -> str:
+    """The stage's summary: scale, device and the headline speed-ups the run measured."""
     facts, headline = results["machine"], results["summary"]
     where = facts["gpu"] or f"{facts['cpus_usable']} CPUs, {facts['torch_threads']} threads"
     figures = []
@@ -100,5 +105,4 @@ def command(
         figures.append(f"evaluator {headline['evaluator_speedup_vs_naive']:.2f}x the naive loop")
     if "bootstrap_seconds_per_model" in headline:
         figures.append(f"bootstrap {headline['bootstrap_seconds_per_model']:.2f} s per model")
-    summary(NAME, f"{results['scale']} on {results['device']} ({where}): {', '.join(figures) or 'measured'}; "
-                  f"{results['wall_seconds']:.0f} s -> {output}")
+    return f"{results['scale']} on {results['device']} ({where}): {', '.join(figures) or 'measured'}"

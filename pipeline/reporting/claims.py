@@ -482,7 +482,12 @@ class ComparisonClaim(ClaimSpec):
             pair.interval = (low, high)
             pair.verdict = interval_verdict(pair.interval, margin)
             return pair
-        resamples = [row.origin.resamples(subject.model) for subject, row in zip((better, worse), found)]
+        return self._judge_paired(pair, found, (better, worse), margin)
+
+    def _judge_paired(self, pair: Comparison, found: list[Row | None], subjects: tuple[SubjectSpec, SubjectSpec],
+                      margin: float) -> Comparison:
+        """Both sides ours: the interval of the paired difference over the shared bootstrap resamples."""
+        resamples = [row.origin.resamples(subject.model) for subject, row in zip(subjects, found)]
         if any(entry is None for entry in resamples):
             lacking = [row.label for row, entry in zip(found, resamples) if entry is None]
             pair.note = f"no bootstrap resamples for {', '.join(lacking)} (eval.bootstrap)"
