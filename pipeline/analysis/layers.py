@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from pipeline.analysis.cost import DEFAULT_SEQ_LEN, thop_gmacs
 from pipeline.analysis.norms import norm_statistics
-from pipeline.errors import PipelineError
+from pipeline.modeling.architecture import architecture_of
 
 log = logging.getLogger(__name__)
 
@@ -131,14 +131,9 @@ def load_eager_model(model: str | Path, device: torch.device | str = "cpu"):
 
 
 def _self_attention_modules(model) -> list[torch.nn.Module]:
-    """`encoder.layer[i].attention.self` of a BERT-family model (BERT, RoBERTa, MiniLM, …)."""
-    try:
-        return [layer.attention.self for layer in model.encoder.layer]
-    except AttributeError:
-        raise PipelineError(
-            f"{type(model).__name__} is not a BERT-family encoder (no encoder.layer[i].attention.self); "
-            "the layer analyses support BERT and RoBERTa models"
-        ) from None
+    """Each encoder layer's self-attention module, as the model's architecture adapter finds it."""
+    architecture = architecture_of(model)
+    return [architecture.self_attention(layer) for layer in architecture.layers(model)]
 
 
 class _LayerSums:

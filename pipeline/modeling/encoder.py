@@ -25,6 +25,7 @@ from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.errors import PipelineError
+from pipeline.modeling.architecture import architecture_of, architecture_of_layer
 from pipeline.modeling.layernorm import check_missing_keys, drop_layernorms, dropped_layers, quiet_transformers, recorded_drop
 from pipeline.settings_rules import POOLERS, validate_pooler
 
@@ -40,7 +41,7 @@ class EncoderOutput(NamedTuple):
 
 def require_pooler_layer(model: PreTrainedModel) -> None:
     """The norm loss and SimCSE's training MLP both read the backbone's own pooler layer."""
-    if getattr(model, "pooler", None) is None:
+    if architecture_of(model).pooler(model) is None:
         raise PipelineError(
             f"backbone {type(model).__name__} has no pooler layer; load it with add_pooling_layer=True"
         )
@@ -61,8 +62,8 @@ def set_dropout(model: nn.Module, p: float) -> nn.Module:
             module.p = p
     config = getattr(model, "config", None)
     if config is not None:
-        config.hidden_dropout_prob = p
-        config.attention_probs_dropout_prob = p
+        for key in architecture_of(config).dropout_config_keys:
+            setattr(config, key, p)
     return model
 
 
@@ -183,7 +184,9 @@ def layer_forward(
     attends over all keys and the rest of the layer runs at [CLS] — the same value as the whole
     layer's row 0.
     """
-    attention = layer.attention.self
+    architecture = architecture_of_layer(layer)
+    attention = architecture.self_attention(layer)
+    query, key, _ = architecture.projections(layer)
     value_layer = layer if value_layer is None else value_layer
     value_hidden = hidden if value_hidden is None else value_hidden
     query_hidden = hidden[:, :1] if cls_only else hidden
@@ -191,21 +194,21 @@ def layer_forward(
         attention_mask = attention_mask[:, :, :1]
 
     def split_heads(states: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, heads, T, d_head)
-        return states.view(*states.shape[:-1], -1, attention.attention_head_size).transpose(1, 2)
+        return states.view(*states.shape[:-1], -1, architecture.head_size(layer)).transpose(1, 2)
 
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
     context, _ = attend(
         attention,
-        split_heads(attention.query(query_hidden)),
-        split_heads(attention.key(hidden)),
-        split_heads(value_layer.attention.self.value(value_hidden)),
+        split_heads(query(query_hidden)),
+        split_heads(key(hidden)),
+        split_heads(architecture.projections(value_layer)[2](value_hidden)),
         attention_mask,
         dropout=attention.dropout.p if attention.training else 0.0,
         scaling=attention.scaling,
     )
     context = context.reshape(*query_hidden.shape[:-1], -1)
-    attention_output = layer.attention.output(context, query_hidden)  # projection, residual with own input, LN
-    return layer.output(layer.intermediate(attention_output), attention_output)  # FFN + residual + LN
+    attention_output = architecture.attention_output(layer, context, query_hidden)  # projection, residual with own input, LN
+    return architecture.feed_forward(layer, attention_output)  # FFN + residual + LN
 
 
 def layer_cls(
@@ -221,9 +224,10 @@ def layer_cls(
 
 def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """The stock model's `last_hidden_state[:, 0]`, with the last layer run for [CLS] only: (B, d)."""
-    hidden = model.embeddings(input_ids=input_ids)
+    architecture = architecture_of(model)
+    hidden = architecture.embed(model, input_ids)
     mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=attention_mask)
-    *lower_layers, last_layer = model.encoder.layer
+    *lower_layers, last_layer = architecture.layers(model)
     for layer in lower_layers:
         hidden = layer(hidden, mask)
     return layer_cls(last_layer, hidden, mask)
@@ -249,7 +253,7 @@ class SentenceEncoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
         if self.pooler in _CLS_POOLERS and not self.model.training and self.cls_only_last_layer:
             last_cls = last_layer_cls(self.model, input_ids, attention_mask)
-            pooler_output = self.model.pooler(last_cls.unsqueeze(1))  # the pooler reads row 0
+            pooler_output = architecture_of(self.model).pooler(self.model)(last_cls.unsqueeze(1))  # the pooler reads row 0
             return EncoderOutput(last_cls, pooler_output, pooler_output if self.pooler == "cls" else last_cls)
         output = self.model(
             input_ids=input_ids,

@@ -27,6 +27,7 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import logging as hf_logging
 
+from pipeline.modeling.architecture import architecture_of
 from pipeline.settings_rules import validate_drop_layernorm
 from pipeline.errors import PipelineError
 
@@ -41,18 +42,14 @@ def dropped_layers(model: PreTrainedModel) -> int:
     return int(getattr(model.config, CONFIG_KEY, 0) or 0)
 
 
-def _layer_norm_slots(layer: nn.Module) -> list[tuple[nn.Module, str]]:
-    """(parent module, attribute) of a BERT-family encoder layer's two LayerNorms."""
-    return [(layer.attention.output, "LayerNorm"), (layer.output, "LayerNorm")]
-
-
 def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
     """Replace both LayerNorms of the last `k` encoder layers with `nn.Identity`, in place; record k.
 
     k = 0 changes nothing. A model that already has LayerNorms removed accepts the same k again
     (reapplying on load) and refuses another: what was removed cannot be put back.
     """
-    layers = model.encoder.layer
+    architecture = architecture_of(model)
+    layers = architecture.layers(model)
     validate_drop_layernorm(k, len(layers))
     already = dropped_layers(model)
     if already and already != k:
@@ -61,7 +58,7 @@ def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
             f"({CONFIG_KEY} in its config.json); start from a model with every LayerNorm, or set drop_layernorm: {already}"
         )
     for layer in layers[len(layers) - k:] if k else []:
-        for parent, name in _layer_norm_slots(layer):
+        for parent, name in architecture.layernorm_slots(layer):
             if not isinstance(getattr(parent, name), (nn.LayerNorm, nn.Identity)):
                 raise PipelineError(
                     f"drop_layernorm: {type(model).__name__} layer has no LayerNorm at {name}; "
@@ -75,7 +72,7 @@ def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
 
 def count_layernorms(model: PreTrainedModel) -> int:
     """The `nn.LayerNorm` modules left in the encoder layers (2 per layer in a stock model)."""
-    return sum(isinstance(module, nn.LayerNorm) for module in model.encoder.layer.modules())
+    return sum(isinstance(module, nn.LayerNorm) for module in architecture_of(model).layers(model).modules())
 
 
 def recorded_drop(path: str | Path) -> int:
@@ -103,11 +100,13 @@ def quiet_transformers() -> Iterator[None]:
 def check_missing_keys(model: PreTrainedModel, missing: list[str], path: str | Path) -> None:
     """Warn about weights a folder lacks other than the LayerNorms its config says were removed."""
     k = dropped_layers(model)
-    first = len(model.encoder.layer) - k
+    architecture = architecture_of(model)
+    layers = architecture.layers(model)
+    module_names = {id(module): name for name, module in model.named_modules()}
     removed = {
-        f"encoder.layer.{index}.{block}.LayerNorm.{name}"
-        for index in range(first, len(model.encoder.layer))
-        for block in ("attention.output", "output")
+        f"{module_names[id(parent)]}.{slot}.{name}"
+        for layer in (layers[len(layers) - k:] if k else [])
+        for parent, slot in architecture.layernorm_slots(layer)
         for name in ("weight", "bias")
     }
     unexpected = sorted(key for key in missing if key.removeprefix(f"{model.base_model_prefix}.") not in removed)

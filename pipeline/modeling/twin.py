@@ -38,6 +38,7 @@ from transformers import PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
 
 from pipeline.errors import PipelineError
+from pipeline.modeling.architecture import architecture_of
 from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
 from pipeline.settings_rules import validate_cael, validate_cross_mode, validate_cross_outputs
@@ -143,7 +144,7 @@ class TwinEncoder(nn.Module):
 
     def _embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         """Each tower's embedding output and the attention mask its attention implementation takes."""
-        hidden = [tower.embeddings(input_ids=input_ids) for tower in self.towers]
+        hidden = [architecture_of(tower).embed(tower, input_ids) for tower in self.towers]
         masks = [
             create_bidirectional_mask(config=tower.config, inputs_embeds=states, attention_mask=attention_mask)
             for tower, states in zip(self.towers, hidden)
@@ -153,7 +154,7 @@ class TwinEncoder(nn.Module):
     def _outputs(self, hidden: list[torch.Tensor], cross_cls: torch.Tensor) -> TwinOutput:
         return TwinOutput(
             last_cls=torch.stack([states[:, 0] for states in hidden]),
-            pooler_output=torch.stack([tower.pooler(states) for tower, states in zip(self.towers, hidden)]),
+            pooler_output=torch.stack([architecture_of(tower).pooler(tower)(states) for tower, states in zip(self.towers, hidden)]),
             cross_cls=cross_cls,
         )
 
@@ -163,7 +164,7 @@ class TwinEncoder(nn.Module):
         cross: list[torch.Tensor] | None = None  # the towers' cross streams, once started
         last_index = self.num_layers - 1
         for index in range(self.num_layers):
-            layers = [tower.encoder.layer[index] for tower in self.towers]
+            layers = [architecture_of(tower).layers(tower)[index] for tower in self.towers]
             if index in self.cross_layers:
                 inputs = hidden if cross is None else cross  # the first CAEL starts from the normal streams
                 # only [CLS] of layer L's cross output is read (the last CAEL is always layer L)
@@ -181,7 +182,7 @@ class TwinEncoder(nn.Module):
         hidden, masks = self._embed(input_ids, attention_mask)
         cross_cls = []
         for index in range(self.num_layers):
-            layers = [tower.encoder.layer[index] for tower in self.towers]
+            layers = [architecture_of(tower).layers(tower)[index] for tower in self.towers]
             if index in self.computed_cross_layers:
                 cross_cls.append(
                     torch.stack(
