@@ -30,3 +30,21 @@ def save_tiny_bert(folder: Path, seed: int, layers: int = 2, reversed_vocab: boo
     )
     BertModel(config).save_pretrained(folder)
     return folder
+
+
+def save_tiny_prelayernorm(folder: Path, seed: int, layers: int = 3) -> Path:
+    """A random XLM-RoBERTa-XL (another family's layout: pre-LayerNorm layers, a final encoder LayerNorm)
+    with its pooler and the tiny BERT's tokenizer, in Hugging Face format."""
+    from transformers import XLMRobertaXLConfig, XLMRobertaXLModel
+
+    save_tiny_bert(folder, seed)
+    tokenizer = BertTokenizerFast.from_pretrained(folder)
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+    torch.manual_seed(seed)
+    config = XLMRobertaXLConfig(
+        vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=512, pad_token_id=tokenizer.pad_token_id, type_vocab_size=2,
+    )
+    XLMRobertaXLModel(config, add_pooling_layer=True).save_pretrained(folder)
+    return folder

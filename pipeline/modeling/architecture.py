@@ -16,6 +16,7 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from transformers.models.bert.modeling_bert import BertLayer
 from transformers.models.roberta.modeling_roberta import RobertaLayer
+from transformers.models.xlm_roberta_xl.modeling_xlm_roberta_xl import XLMRobertaXLLayer
 
 from pipeline.errors import PipelineError
 
@@ -28,8 +29,6 @@ class Architecture(ABC):
     layer_classes: tuple[type[nn.Module], ...] = ()
     # the config keys of the hidden and attention-probability dropout (written so a saved model records them)
     dropout_config_keys: tuple[str, ...] = ()
-    # the config keys of width, depth and feed-forward width (the analytic cost count)
-    size_config_keys: tuple[str, str, str] = ("hidden_size", "num_hidden_layers", "intermediate_size")
 
     @abstractmethod
     def layers(self, model: PreTrainedModel) -> nn.ModuleList:
@@ -54,6 +53,14 @@ class Architecture(ABC):
     @abstractmethod
     def head_size(self, layer: nn.Module) -> int:
         """The width of one attention head."""
+
+    def attention_input(self, layer: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        """What the projections read: the layer's input itself (post-LayerNorm layouts, BERT's)."""
+        return hidden
+
+    def final_norm(self, model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
+        """What the encoder applies after its last layer (nothing in BERT's layout)."""
+        return hidden
 
     @abstractmethod
     def attention_output(self, layer: nn.Module, context: torch.Tensor, layer_input: torch.Tensor) -> torch.Tensor:
@@ -105,6 +112,27 @@ class BertFamily(Architecture):
         return [(layer.attention.output, "LayerNorm"), (layer.output, "LayerNorm")]
 
 
+class PreLayerNormFamily(BertFamily):
+    """XLM-RoBERTa-XL's pre-LayerNorm layout: a LayerNorm before the attention (`attention.self_attn_layer_norm`)
+    and before the feed-forward block (`layer.LayerNorm`), residuals without LayerNorm, and one more
+    LayerNorm after the last layer (`encoder.LayerNorm`)."""
+
+    model_types = ("xlm-roberta-xl",)
+    layer_classes = (XLMRobertaXLLayer,)
+
+    def attention_input(self, layer: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        return layer.attention.self_attn_layer_norm(hidden)
+
+    def final_norm(self, model: PreTrainedModel, hidden: torch.Tensor) -> torch.Tensor:
+        return model.encoder.LayerNorm(hidden)
+
+    def feed_forward(self, layer: nn.Module, attention_output: torch.Tensor) -> torch.Tensor:
+        return layer.output(layer.intermediate(layer.LayerNorm(attention_output)), attention_output)
+
+    def layernorm_slots(self, layer: nn.Module) -> list[tuple[nn.Module, str]]:
+        return [(layer.attention, "self_attn_layer_norm"), (layer, "LayerNorm")]
+
+
 ARCHITECTURES: dict[str, Architecture] = {}
 
 
@@ -118,6 +146,7 @@ def register_architecture(architecture: Architecture) -> Architecture:
 
 
 register_architecture(BertFamily())
+register_architecture(PreLayerNormFamily())
 
 
 def architecture_of(model_or_config: PreTrainedModel | PretrainedConfig) -> Architecture:

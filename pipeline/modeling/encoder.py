@@ -189,6 +189,8 @@ def layer_forward(
     query, key, _ = architecture.projections(layer)
     value_layer = layer if value_layer is None else value_layer
     value_hidden = hidden if value_hidden is None else value_hidden
+    value_architecture = architecture_of_layer(value_layer)
+    normed, value_normed = architecture.attention_input(layer, hidden), value_architecture.attention_input(value_layer, value_hidden)
     query_hidden = hidden[:, :1] if cls_only else hidden
     if cls_only and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
         attention_mask = attention_mask[:, :, :1]
@@ -199,9 +201,9 @@ def layer_forward(
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
     context, _ = attend(
         attention,
-        split_heads(query(query_hidden)),
-        split_heads(key(hidden)),
-        split_heads(architecture.projections(value_layer)[2](value_hidden)),
+        split_heads(query(normed[:, :1] if cls_only else normed)),
+        split_heads(key(normed)),
+        split_heads(value_architecture.projections(value_layer)[2](value_normed)),
         attention_mask,
         dropout=attention.dropout.p if attention.training else 0.0,
         scaling=attention.scaling,
@@ -230,7 +232,7 @@ def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_ma
     *lower_layers, last_layer = architecture.layers(model)
     for layer in lower_layers:
         hidden = layer(hidden, mask)
-    return layer_cls(last_layer, hidden, mask)
+    return architecture.final_norm(model, layer_cls(last_layer, hidden, mask))
 
 
 class SentenceEncoder(nn.Module):

@@ -152,10 +152,16 @@ class TwinEncoder(nn.Module):
         return hidden, masks
 
     def _outputs(self, hidden: list[torch.Tensor], cross_cls: torch.Tensor) -> TwinOutput:
+        """The stock model's outputs from the last layer's states (after the encoder's final norm, if its
+        family has one); the cross [CLS] rows pass the same norm."""
+        architectures = [architecture_of(tower) for tower in self.towers]
+        hidden = [architecture.final_norm(tower, states) for architecture, tower, states in zip(architectures, self.towers, hidden)]
         return TwinOutput(
             last_cls=torch.stack([states[:, 0] for states in hidden]),
-            pooler_output=torch.stack([architecture_of(tower).pooler(tower)(states) for tower, states in zip(self.towers, hidden)]),
-            cross_cls=cross_cls,
+            pooler_output=torch.stack([architecture.pooler(tower)(states)
+                                       for architecture, tower, states in zip(architectures, self.towers, hidden)]),
+            cross_cls=torch.stack([architecture.final_norm(tower, rows)
+                                   for architecture, tower, rows in zip(architectures, self.towers, cross_cls)]),
         )
 
     def _forward_with_cross_streams(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:

@@ -1,0 +1,78 @@
+"""pipeline/modeling/architecture.py: every module that reaches inside a backbone asks the adapter of its
+family, so a family with another layout (XLM-RoBERTa-XL: pre-LayerNorm, a final encoder LayerNorm) trains
+and embeds through the same twin, LayerNorm study and [CLS]-only last layer."""
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+from conftest import MIRROR
+from pipeline.config import TrainSettings
+from pipeline.errors import PipelineError
+from pipeline.modeling import TwinEncoder, count_layernorms, drop_layernorms, last_layer_cls, load_backbone
+from pipeline.modeling.architecture import BertFamily, PreLayerNormFamily, architecture_of
+from pipeline.runtime import RunContext
+from pipeline.training.loop import RunSpec, train
+from pipeline.training.tasks import TwinTask
+from tiny_models import save_tiny_bert, save_tiny_prelayernorm
+
+CPU = RunContext(torch.device("cpu"), None)
+
+
+@pytest.fixture(scope="module")
+def towers(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prelayernorm")
+    return save_tiny_prelayernorm(root / "I", seed=1), save_tiny_prelayernorm(root / "II", seed=2)
+
+
+@pytest.fixture(scope="module")
+def batch(towers):
+    tokenizer = AutoTokenizer.from_pretrained(towers[0])
+    return tokenizer(["a girl is styling her hair .", "a man plays a guitar", "two dogs run"], padding=True, return_tensors="pt")
+
+
+def test_each_family_has_its_adapter(towers, tmp_path):
+    assert isinstance(architecture_of(load_backbone(towers[0])), PreLayerNormFamily)
+    assert isinstance(architecture_of(load_backbone(save_tiny_bert(tmp_path / "bert", seed=1))), BertFamily)
+
+
+def test_an_unknown_family_is_one_line():
+    from transformers import DistilBertConfig, DistilBertModel
+
+    model = DistilBertModel(DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64))
+    with pytest.raises(PipelineError, match="model type 'distilbert' has no architecture adapter; supported: bert, roberta"):
+        architecture_of(model)
+
+
+def test_the_layer_by_layer_twin_equals_the_stock_forward_on_another_layout(towers, batch):
+    """JTCSE's twin runs the towers layer by layer through the adapter; its normal streams must be the stock
+    model's (final LayerNorm included), and the [CLS]-only last layer the stock [CLS]."""
+    twin = TwinEncoder(load_backbone(towers[0]), load_backbone(towers[1]), cael=2).eval()
+    with torch.no_grad():
+        out = twin(batch["input_ids"], batch["attention_mask"])
+        for index, tower in enumerate(twin.towers):
+            stock = tower(input_ids=batch["input_ids"].repeat_interleave(2, 0),
+                          attention_mask=batch["attention_mask"].repeat_interleave(2, 0))
+            torch.testing.assert_close(out.last_cls[index], stock.last_hidden_state[:, 0], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(out.pooler_output[index], stock.pooler_output, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(last_layer_cls(tower, batch["input_ids"], batch["attention_mask"]),
+                                       stock.last_hidden_state[0::2, 0], atol=1e-5, rtol=1e-5)
+    assert out.cross_cls.shape == out.last_cls.shape and not torch.allclose(out.cross_cls, out.last_cls)
+
+
+def test_a_jtcse_twin_step_trains_on_another_layout(towers, tmp_path):
+    sentences = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:32]
+    settings = TrainSettings(cael=2, batch_size=8, max_length=24, max_steps=2, save_every=100)
+    task = TwinTask(towers, AutoTokenizer.from_pretrained(towers[0]), settings, seed=5)
+    result = train(task, [(s,) for s in sentences], settings, RunSpec(1e-4, 5, tmp_path / "joint", tmp_path / "ckpt"), CPU)
+    assert set(result.history[0]) >= {"loss", "nce", "icnce", "ictn"}
+    assert all(torch.isfinite(torch.tensor(step["loss"])) for step in result.history)
+    saved = AutoModel.from_pretrained(tmp_path / "joint" / "I")
+    assert saved.config.model_type == "xlm-roberta-xl"
+
+
+def test_the_layernorm_study_finds_the_other_layouts_layernorms(towers):
+    model = load_backbone(towers[0])
+    assert count_layernorms(model) == 2 * 3
+    drop_layernorms(model, 2)
+    assert count_layernorms(model) == 2
