@@ -1,6 +1,6 @@
 """Did this run reproduce the committed results? For CI, after `dvc repro` on a fresh clone.
 
-Prints one of three verdicts (pipeline/reproduction.py; the rule: docs/method.md, "Reproducing the
+Prints one of three verdicts (tools/reproduction.py; the rule: docs/method.md, "Reproducing the
 committed results") and exits 0 on the first two:
 - identical: every output of dvc.lock has the committed hash (required where the machine facts of the
   environment records — CPU, microarchitecture, vector ISA, caches, logical CPUs, GPU, threads, world size —
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.reproduction import DEFAULT_FRACTION, check_reproduction
+from tools.reproduction import DEFAULT_FRACTION, check_reproduction
 
 
 def main() -> int:

@@ -8,7 +8,7 @@ steps/s, FLOPs per step (torch.utils.flop_counter), achieved TFLOP/s and its sha
 peak, peak memory, and a torch.profiler summary of the target stages (kernel launches, host syncs,
 copies per step, GPU busy fraction); `targets` (H100: pretrain 64x32 >= 70 steps/s, TNCSE 64x64 >= 35,
 the evaluator >= 30,000 sentences/s); `cost`, the GPU hours of every table at paper scale from the
-measured seconds (pipeline/paper_cost.py, the computation docs/tables.md describes).
+measured seconds (tools/gpu_hours.py, the computation docs/tables.md describes).
 
     bash scripts/gpu_check.sh --output $OUT/bench-gpu.json          # on the GPU machine (`. .gpu/setup.sh` first)
     bash scripts/gpu_check.sh --device cpu --output /tmp/gpu-check.json   # the CPU mode: tiny shapes, seconds (tests)
@@ -160,7 +160,7 @@ def build_backbones(scratch: Path, mirror: Path, mode: Mode) -> dict[str, Path]:
 
 def paper_settings(backbone: str):
     from pipeline.config import parse_params
-    from pipeline.paper_cost import compose_paper_params
+    from tools.gpu_hours import compose_paper_params
 
     return parse_params(compose_paper_params(backbone, conf=ROOT / "conf"))
 
@@ -437,7 +437,7 @@ def achieved(flops: int, seconds: float, peak: float | None) -> dict:
 
 def time_calls(function: Callable[[], object], calls: int, device: torch.device) -> tuple[float, float]:
     """(seconds per call, peak memory MB) over `calls` calls."""
-    from pipeline.benchmark.timing import PeakMemory
+    from tools.benchmark.timing import PeakMemory
 
     with PeakMemory(device) as memory:
         synchronize(device)
@@ -455,10 +455,10 @@ def training_item(kind: str, backbone: Path, settings, batch_size: int, max_leng
     compiled as the stage compiles it (`compile: auto` = on CUDA), in `context`'s precision."""
     from transformers import AutoTokenizer
 
-    from pipeline.benchmark.inputs import typical_batch
-    from pipeline.benchmark.step import bench_optimizer, timed_step
-    from pipeline.benchmark.timing import free_memory
-    from pipeline.benchmark.training_grid import make_task
+    from tools.benchmark.timing_inputs import typical_batch
+    from tools.benchmark.step import bench_optimizer, timed_step
+    from tools.benchmark.timing import free_memory
+    from tools.benchmark.training_grid import make_task
     from pipeline.modeling import checkpoint_activations
     from pipeline.training.loop import use_compile
 
@@ -548,9 +548,9 @@ COST_BASIS = {"pretrain": "pretrain_bert_64x32", "tncse": "tncse_bert_64x64", "j
 
 
 def cost_record(throughput: dict, device: str, precision: str) -> dict:
-    """GPU hours per table from the measured steps (pipeline.paper_cost); the RoBERTa twin's plain step when
+    """GPU hours per table from the measured steps (tools.gpu_hours); the RoBERTa twin's plain step when
     it fit, else the checkpointed one (the paper preset trains it plain)."""
-    from pipeline.paper_cost import MeasuredCosts, StepTiming, paper_cost
+    from tools.gpu_hours import MeasuredCosts, StepTiming, paper_cost
 
     steps, basis = {}, {}
     for kind, items in COST_BASIS.items():
@@ -667,7 +667,7 @@ def tiny_checks(scratch: Path, mirror: Path, sentences: list[str], device: torch
 
 
 def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: Path | None = None) -> dict:
-    from pipeline.benchmark.inputs import read_sentences
+    from tools.benchmark.timing_inputs import read_sentences
     from pipeline.runtime import apply_threads, run_context, seed_everything
 
     context = run_context(device_name)

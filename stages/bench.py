@@ -51,9 +51,9 @@ def command(
 ) -> None:
     import json
 
-    from pipeline.benchmark import SECTIONS, bench_scale, format_summary_table, run_benchmarks
-    from pipeline.benchmark.repro import pipeline_line, with_pipeline_section
-    from pipeline.benchmark.scales import OPT_IN_SECTIONS, check_sections
+    from tools.benchmark import SECTIONS, bench_scale, format_summary_table, run_benchmarks
+    from tools.benchmark.repro import pipeline_line, with_pipeline_section
+    from tools.benchmark.scales import OPT_IN_SECTIONS, check_sections
     from pipeline.io import write_text_atomic
     from pipeline.errors import PipelineError
 

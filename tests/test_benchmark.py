@@ -15,7 +15,7 @@ from transformers import AutoConfig, AutoTokenizer
 from typer.testing import CliRunner
 
 from pipeline import losses
-from pipeline.benchmark import (
+from tools.benchmark import (
     QUICK,
     SECTIONS,
     TRAINING_STAGES,
@@ -30,7 +30,7 @@ from pipeline.benchmark import (
     time_repeats,
     typical_batch,
 )
-from pipeline.benchmark.readme import readme_block, render_readme_section
+from tools.benchmark.readme import readme_block, render_readme_section
 from pipeline.config import TrainSettings, parse_params
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET
 from pipeline.evaluation.sts import load_tasks
@@ -80,7 +80,7 @@ def test_looped_loss_has_the_same_gradient():
 
 
 def test_the_baseline_runs_the_looped_kernel_inside_the_tasks_own_loss(backbone, sentences, monkeypatch):
-    from pipeline.benchmark import baseline
+    from tools.benchmark import released_code as baseline
 
     calls = []
     looped = baseline.looped_tensor_norm_loss
@@ -334,7 +334,7 @@ def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path, monkeypatch, tiny_p
 
 
 def test_the_small_preset_benchmarks_the_paper_grid():
-    from pipeline.benchmark.scales import SCALES, bench_scale
+    from tools.benchmark.scales import SCALES, bench_scale
 
     small = bench_scale("small")
     assert small.name == "small"
@@ -343,7 +343,7 @@ def test_the_small_preset_benchmarks_the_paper_grid():
 
 
 def test_a_failing_start_up_probe_is_one_line(tmp_path):
-    from pipeline.benchmark.startup import measure_startup
+    from tools.benchmark.startup import measure_startup
 
     with pytest.raises(PipelineError, match=r"start-up probe .* failed: .*model folder .*nowhere does not exist") as caught:
         measure_startup(str(tmp_path / "nowhere"), "cpu", "cls_before_pooler", 32, repeats=1)
@@ -377,7 +377,7 @@ def fake_repo(tmp_path):
 
 
 def test_the_pipeline_section_runs_a_fresh_clone_stage_by_stage(fake_repo, tmp_path):
-    from pipeline.benchmark.repro import bench_pipeline
+    from tools.benchmark.repro import bench_pipeline
 
     clone = tmp_path / "clone"
     result = bench_pipeline(clone, fake_repo)
@@ -393,7 +393,7 @@ def test_the_pipeline_section_runs_a_fresh_clone_stage_by_stage(fake_repo, tmp_p
 
 def test_the_stage_runs_the_pipeline_section_only_when_named_and_keeps_the_other_sections(
         fake_repo, tmp_path, monkeypatch, tiny_params_dict):
-    from pipeline.benchmark import repro
+    from tools.benchmark import repro
 
     project = tmp_path / "project"
     project.mkdir()
@@ -418,7 +418,7 @@ def test_the_evaluate_stage_starts_without_transformers_or_mteb():
     """What the evaluate command imports before its first work (every pipeline module it names):
     transformers loads only when a tower lacks sentences in the embedding store, mteb only for an
     MTEB task whose result is not cached."""
-    from pipeline.benchmark.startup import stage_imports, stage_modules
+    from tools.benchmark.startup import stage_imports, stage_modules
 
     modules = stage_modules(REPO_ROOT / "stages" / "evaluate.py")
     assert {"pipeline.evaluation.pipeline_eval", "pipeline.evaluation.mteb_suites"} <= set(modules)

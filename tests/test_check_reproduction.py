@@ -1,4 +1,4 @@
-"""CI's reproduction check (scripts/check_reproduction.py over pipeline/reproduction.py): identical on the
+"""CI's reproduction check (scripts/check_reproduction.py over tools/reproduction.py): identical on the
 same machine, equivalent on another machine when every verdict stands and every score moved by less than a
 tenth of its 95% half-width, not reproduced otherwise — and never equivalent when an input differs."""
 

@@ -11,9 +11,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def project_modules() -> dict[str, Path]:
-    """Dotted name → file of every module of pipeline/ and stages/ (a package by its __init__.py)."""
+    """Dotted name → file of every module of pipeline/, tools/ and stages/ (a package by its __init__.py)."""
     modules = {}
-    for file in [*ROOT.joinpath("pipeline").rglob("*.py"), *ROOT.joinpath("stages").rglob("*.py")]:
+    for file in [*ROOT.joinpath("pipeline").rglob("*.py"), *ROOT.joinpath("tools").rglob("*.py"), *ROOT.joinpath("stages").rglob("*.py")]:
         parts = file.relative_to(ROOT).with_suffix("").parts
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = file
     return modules
@@ -65,7 +65,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycle():
     modules = project_modules()
-    assert {"pipeline.config", "pipeline.models", "pipeline.benchmark.baseline", "stages.common"} <= modules.keys()
+    assert {"pipeline.config", "pipeline.models", "tools.benchmark.released_code", "stages.common"} <= modules.keys()
     cycle = find_cycle(import_graph(modules))
     assert cycle is None, "import cycle: " + " → ".join(cycle)
 
@@ -76,3 +76,22 @@ def test_the_cycle_finder_finds_a_deferred_import_cycle():
     assert find_cycle(graph) == ["pipeline.config", "pipeline.models", "pipeline.config"]
     del graph["pipeline.models"]  # sanity: the graph is acyclic once the back edge is gone
     assert find_cycle({**graph, "pipeline.models": {"pipeline.paths"}}) is None
+
+
+def test_the_library_never_imports_a_tool():
+    """The measuring tools call the library as a user would (issue 46); the library knows nothing of them."""
+    graph = import_graph(project_modules())
+    assert not {module: sorted(t for t in targets if t.startswith("tools")) for module, targets in graph.items()
+                if module.startswith("pipeline") and any(t.startswith("tools") for t in targets)}
+
+
+def test_no_module_name_twice_in_the_library_and_the_tools():
+    """One name, one module: `models.py` or `bootstrap.py` in two rooms makes every import ambiguous to a reader."""
+    names: dict[str, list[str]] = {}
+    for folder in ("pipeline", "tools"):
+        for file in ROOT.joinpath(folder).rglob("*.py"):
+            name = file.parent.name if file.name == "__init__.py" else file.stem
+            if file.name == "__init__.py" and file.parent.name == folder:
+                continue
+            names.setdefault(name, []).append(str(file.relative_to(ROOT)))
+    assert {name: files for name, files in names.items() if len(files) > 1} == {}

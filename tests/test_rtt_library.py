@@ -8,7 +8,7 @@ from urllib.parse import quote_plus
 
 import pytest
 
-from pipeline.benchmark.translation import benchmark_translation
+from tools.benchmark.translation import benchmark_translation
 from pipeline.config import RttSettings
 from pipeline.errors import PipelineError
 from pipeline.rtt import ApertiumBackend, Leg, TranslationCache, make_translator, normalize, pack, round_trip

@@ -206,7 +206,7 @@ def test_token_budget_batching_gives_the_fixed_batches_embeddings(tiny_berts, st
 def test_budgeted_scores_equal_senteval_per_pair_encoding():
     """SentEval's way: each side of the pairs in its own padded batches of 64, in file order. A real
     model (MiniLM), as a random one's cosines all lie within 1e-5 of 1 and rank by rounding noise."""
-    from pipeline.benchmark.inputs import MINILM_PACKAGE
+    from tools.benchmark.timing_inputs import MINILM_PACKAGE
     from pipeline.data.sources import package_model_dir
 
     # the first 120 pairs (STS12: MSRpar's), where no pair's cosines (nearly) tie: see the sts module doc

@@ -44,7 +44,7 @@ from pipeline.analysis.layers import (
     load_eager_model,
     punctuation_ids,
 )
-from pipeline.analysis.models import Analysis, analyze_models
+from pipeline.analysis.per_model import Analysis, analyze_models
 from pipeline.analysis.norm_probe import PROBE_SENTENCES, norm_probe, probe_sentences, tower_norms
 from pipeline.analysis.norms import NORM_BINS, QUANTILES, norm_histogram, norm_statistics, summary_statistics
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline import paths
 from pipeline.analysis.embedding import grid_bin_labels
-from pipeline.analysis.models import Analysis, analyze_models
+from pipeline.analysis.per_model import Analysis, analyze_models
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.models import WeightedTowers, pipeline_models, split_available

@@ -16,7 +16,7 @@ from pipeline.data.readers import STS_SUBSETS, STS_YEAR_TASKS
 from pipeline.settings_rules import NORM_INPUTS, STS_TASKS
 
 
-# The numbers of reports/analysis/<model>.json a column may name (pipeline/analysis/models.py writes
+# The numbers of reports/analysis/<model>.json a column may name (pipeline/analysis/per_model.py writes
 # them; the norm probe's under `norm_probe`); tests/test_reporting.py checks them against a file the
 # analyze stage wrote.
 ANALYSIS_NUMBERS = (

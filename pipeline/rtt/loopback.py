@@ -1,6 +1,6 @@
 """A stand-in for Google Translate's web endpoint on 127.0.0.1.
 
-The tests and the benchmark's translation section (`pipeline.benchmark.translation`) use it, and
+The tests and the benchmark's translation section (`tools.benchmark.translation`) use it, and
 the rtt stage translates through it when `rtt.endpoint: standin` (the rehearsal preset,
 conf/scale/rehearsal.yaml): the same protocol and client code as the papers' Google, offline.
 

@@ -31,17 +31,17 @@ one module per section, all reading one `BenchInputs` (`inputs`):
     print(format_summary_table(results))
 """
 
-from pipeline.benchmark.baseline import (
+from tools.benchmark.released_code import (
     joint_loss_check,
     looped_ictn,
     looped_tensor_norm_loss,
     looped_twin_loss,
 )
-from pipeline.benchmark.inputs import BenchInputs, TypicalBatch, pad_to_length, typical_batch
-from pipeline.benchmark.run import machine_facts, run_benchmarks
-from pipeline.benchmark.scales import QUICK, SCALES, SECTIONS, TRAINING_STAGES, BenchScale, bench_scale
-from pipeline.benchmark.summary import format_summary_table, headline
-from pipeline.benchmark.timing import summarize, time_interleaved, time_repeats
+from tools.benchmark.timing_inputs import BenchInputs, TypicalBatch, pad_to_length, typical_batch
+from tools.benchmark.run import machine_facts, run_benchmarks
+from tools.benchmark.scales import QUICK, SCALES, SECTIONS, TRAINING_STAGES, BenchScale, bench_scale
+from tools.benchmark.summary import format_summary_table, headline
+from tools.benchmark.timing import summarize, time_interleaved, time_repeats
 
 __all__ = [
     "QUICK",

@@ -15,15 +15,15 @@ import psutil
 import torch
 from tqdm.auto import tqdm
 
-from pipeline.benchmark.baseline import bench_joint_padding
-from pipeline.benchmark.bootstrap import bench_bootstrap
-from pipeline.benchmark.evaluation import bench_evaluation
-from pipeline.benchmark.inputs import BenchInputs, read_sentences, resolve_backbone
-from pipeline.benchmark.startup import bench_startup
-from pipeline.benchmark.scales import SCALES, SECTIONS, BenchScale, check_sections, count_jobs
-from pipeline.benchmark.summary import NOTES, headline
-from pipeline.benchmark.training_grid import bench_training
-from pipeline.benchmark.translation import bench_translation
+from tools.benchmark.released_code import bench_joint_padding
+from tools.benchmark.bootstrap_timing import bench_bootstrap
+from tools.benchmark.evaluator_timing import bench_evaluation
+from tools.benchmark.timing_inputs import BenchInputs, read_sentences, resolve_backbone
+from tools.benchmark.startup import bench_startup
+from tools.benchmark.scales import SCALES, SECTIONS, BenchScale, check_sections, count_jobs
+from tools.benchmark.summary import NOTES, headline
+from tools.benchmark.training_grid import bench_training
+from tools.benchmark.translation import bench_translation
 from pipeline.config import Params
 from pipeline.environment import cpu_record
 from pipeline.errors import PipelineError

@@ -4,7 +4,7 @@ The released TNCSE/JTCSE code pads every batch to `max_length` and computes the 
 sample by sample in a Python loop. Here that baseline is the pipeline's own `TwinTask.loss` — same
 terms, same JTCSE direction R — with only the ICTN kernel given as the per-sample loop
 (`TwinTask.with_ictn(looped_ictn)`, a declared argument of the task, nothing patched), fed a
-batch padded to the maximum length (`pipeline.benchmark.inputs.pad_to_length`).
+batch padded to the maximum length (`tools.benchmark.timing_inputs.pad_to_length`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from pipeline import losses
-from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
-from pipeline.benchmark.scales import BASELINE_VARIANT, JOINT_VARIANTS, OPTIMISED_VARIANT
-from pipeline.benchmark.step import bench_optimizer, timed_step
-from pipeline.benchmark.timing import free_memory, synchronizer, time_interleaved
-from pipeline.benchmark.training_grid import step_record
+from tools.benchmark.timing_inputs import BenchInputs, TypicalBatch
+from tools.benchmark.scales import BASELINE_VARIANT, JOINT_VARIANTS, OPTIMISED_VARIANT
+from tools.benchmark.step import bench_optimizer, timed_step
+from tools.benchmark.timing import free_memory, synchronizer, time_interleaved
+from tools.benchmark.training_grid import step_record
 from pipeline.config import GaussianNegativesSettings
 from pipeline.errors import PipelineError
 from pipeline.runtime import RunContext

@@ -6,9 +6,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.benchmark.inputs import BenchInputs
+from tools.benchmark.timing_inputs import BenchInputs
 from pipeline.rtt.loopback import LoopbackGoogle
-from pipeline.benchmark.timing import summarize
+from tools.benchmark.timing import summarize
 from pipeline.config import RttSettings
 from pipeline.errors import PipelineError
 from pipeline.rtt import TranslationCache, make_translator, round_trip

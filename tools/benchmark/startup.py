@@ -149,7 +149,7 @@ def measure_startup(model: str, device: str, pooler: str, max_length: int, repea
     """Median seconds of each start-up part over `repeats` fresh processes (see the module doc)."""
     model = str(Path(model).resolve()) if Path(model).is_dir() else str(model)  # the probes run from the repository root
     arguments = ["--probe", "--model", model, "--device", device, "--pooler", pooler, "--max-length", str(max_length)]
-    # this file run as a script: `-m pipeline.benchmark.startup` would first import the package (torch, transformers)
+    # this file run as a script: `-m tools.benchmark.startup` would first import the package (torch, transformers)
     code = f"import runpy, sys; sys.argv = {[__file__, *arguments]!r}; runpy.run_path({__file__!r}, run_name='__main__')"
     probe_command = [sys.executable, "-c", code]
     label = " ".join(["startup.py", *arguments])
@@ -177,7 +177,7 @@ def bench_startup(inputs) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.benchmark.startup", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.benchmark.startup", description=__doc__.splitlines()[0])
     parser.add_argument("--probe", action="store_true", help="measure this process's start-up (one JSON line)")
     parser.add_argument("--model")
     parser.add_argument("--device", default="cpu")

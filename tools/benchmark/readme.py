@@ -2,7 +2,7 @@
 
 The README holds the rendered block between `BEGIN` and `END`; after a benchmark run
 
-    python -m pipeline.benchmark.readme [--bench reports/bench.json] [--readme README.md] [--check]
+    python -m tools.benchmark.readme [--bench reports/bench.json] [--readme README.md] [--check]
 
 rewrites it from the JSON (`--check` writes nothing and exits 1 when they differ), and a test
 checks that the two agree.
@@ -16,11 +16,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.benchmark.summary import grid_points, largest_point
+from tools.benchmark.summary import grid_points, largest_point
 from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
 
-BEGIN = "<!-- bench figures: generated from reports/bench.json by python -m pipeline.benchmark.readme; do not edit -->"
+BEGIN = "<!-- bench figures: generated from reports/bench.json by python -m tools.benchmark.readme; do not edit -->"
 END = "<!-- end of bench figures -->"
 STAGE_LABELS = {"pretrain": "pretrain", "tncse": "TNCSE", "distill": "distill"}
 
@@ -145,7 +145,7 @@ def replace_readme_block(readme: str, section: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pipeline.benchmark.readme",
+    parser = argparse.ArgumentParser(prog="python -m tools.benchmark.readme",
                                      description="Render the README's benchmark figures from the benchmark's JSON.")
     parser.add_argument("--bench", type=Path, default=Path("reports/bench.json"))
     parser.add_argument("--readme", type=Path, default=Path("README.md"))

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.benchmark.inputs import BenchInputs
-from pipeline.benchmark.timing import public, time_repeats
+from tools.benchmark.timing_inputs import BenchInputs
+from tools.benchmark.timing import public, time_repeats
 
 
 def bench_bootstrap(inputs: BenchInputs) -> dict:
     """The benchmark's `bootstrap` section (see the module doc)."""
     from transformers import AutoConfig
 
-    from pipeline.benchmark.evaluation import check_senteval
+    from tools.benchmark.evaluator_timing import check_senteval
     from pipeline.evaluation.bootstrap import bootstrap_scores, draw_resamples
     from pipeline.evaluation.sts import EmbeddingTable, load_tasks, task_sentences
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from pipeline.benchmark.inputs import BenchInputs
-from pipeline.benchmark.timing import free_memory, public, synchronizer, time_interleaved
+from tools.benchmark.timing_inputs import BenchInputs
+from tools.benchmark.timing import free_memory, public, synchronizer, time_interleaved
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)

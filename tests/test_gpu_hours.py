@@ -1,4 +1,4 @@
-"""The papers' cost from measured seconds (pipeline/paper_cost.py, issue 41): the paper preset composed
+"""The papers' cost from measured seconds (tools/gpu_hours.py, issue 41): the paper preset composed
 as Hydra composes it, one run's stages counted from the paper's step counts, and experiments sharing
 what DVC's run cache shares."""
 
@@ -9,7 +9,7 @@ import yaml
 
 from conftest import REPO_ROOT
 from pipeline.errors import PipelineError
-from pipeline.paper_cost import (
+from tools.gpu_hours import (
     MeasuredCosts,
     StepTiming,
     compose_paper_params,

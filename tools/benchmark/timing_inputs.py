@@ -12,7 +12,7 @@ import torch
 from torch.nn import functional as F
 from tqdm.auto import tqdm
 
-from pipeline.benchmark.scales import BenchScale
+from tools.benchmark.scales import BenchScale
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.training.batching import epoch_batches, pad_batch, tokenize_columns

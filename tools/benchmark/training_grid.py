@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 
-from pipeline.benchmark.inputs import BenchInputs, TypicalBatch
-from pipeline.benchmark.scales import TRAINING_STAGES
-from pipeline.benchmark.step import bench_optimizer, timed_step
-from pipeline.benchmark.timing import free_memory, public, synchronizer, time_repeats
+from tools.benchmark.timing_inputs import BenchInputs, TypicalBatch
+from tools.benchmark.scales import TRAINING_STAGES
+from tools.benchmark.step import bench_optimizer, timed_step
+from tools.benchmark.timing import free_memory, public, synchronizer, time_repeats
 from pipeline.config import Params, StudentSettings, TrainSettings
 from pipeline.errors import PipelineError
 
