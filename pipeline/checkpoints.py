@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from pipeline import paths
 from pipeline.config import Params, describe_validation_error, read_yaml_file
 from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
+from pipeline.data.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, SENTEVAL_STS_TASKS
 from pipeline.settings_rules import POOLERS
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
@@ -45,12 +46,9 @@ from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "Avg.")
-# The metric of our results behind each column (as tables.yaml reads reports/metrics/<model>.json).
-METRIC_OF_COLUMN = {
-    "STS12": ("STS12", "all"), "STS13": ("STS13", "all"), "STS14": ("STS14", "all"), "STS15": ("STS15", "all"),
-    "STS16": ("STS16", "all"), "STS-B": ("STSBenchmark", "test"), "SICK-R": ("SICKRelatedness", "test"), "Avg.": ("avg",),
-}
+# The metric of our results behind each column (as tables.yaml reads reports/metrics/<model>.json), by table header.
+METRIC_OF_COLUMN = {task.short_name: (task.name, task.reported) for task in SENTEVAL_STS_TASKS} | {AVERAGE_SHORT_NAME: (AVERAGE,)}
+COLUMNS = tuple(METRIC_OF_COLUMN)
 TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
 COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE = paths.DATA / "cache" / "checkpoints"
@@ -58,7 +56,7 @@ CACHE = paths.DATA / "cache" / "checkpoints"
 EVALUATOR_SOURCES = tuple(
     Path(__file__).resolve().parent / name
     for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/bootstrap.py", "evaluation/embedder.py",
-                 "evaluation/store.py", "modeling/encoder.py", "data/readers.py")
+                 "evaluation/store.py", "modeling/encoder.py", "data/readers.py", "data/sts_tasks.py")
 )
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")

@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
+from pipeline.data.sts_tasks import SENTEVAL_STS_TASKS
 from pipeline.errors import PipelineError
 from pipeline.models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
 
 # ---- allowed values ---------------------------------------------------------------------------
 SCALES = ("tiny", "small", "paper", "rehearsal")
 DEVICES = ("auto", "cpu", "cuda")
-STS_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+STS_TASKS = tuple(task.name for task in SENTEVAL_STS_TASKS)  # each declared once, in pipeline.data.sts_tasks
 SICK_SPLITS = ("train", "trial", "test")
 # The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")

@@ -26,8 +26,9 @@ from pipeline import modeling, runtime
 from pipeline.training import jobs, loop, tasks
 from pipeline.config import OptimSettings, parse_params
 from pipeline import io as atomic_io
-from pipeline.data import readers
-from pipeline.data.readers import MalformedDataError, load_sts_benchmark
+from pipeline.data import sts_tasks
+from pipeline.data.readers import MalformedDataError
+from pipeline.data.sts_tasks import load_sts_benchmark
 from pipeline.errors import PipelineError
 from pipeline.evaluation import mteb_tasks
 from pipeline.reporting import runs as reporting_runs
@@ -92,8 +93,8 @@ def one_line_exit_2(result: subprocess.CompletedProcess) -> str:
 
 
 def test_subsets_are_senteval_fixed_lists():
-    assert list(load_sts_benchmark(SENTEVAL, "STS12")) == list(readers.STS_SUBSETS["STS12"])
-    assert list(readers.STS_SUBSETS) == ["STS12", "STS13", "STS14", "STS15", "STS16"]
+    assert list(load_sts_benchmark(SENTEVAL, "STS12")) == list(sts_tasks.sts_task("STS12").subsets)
+    assert [task.name for task in sts_tasks.SENTEVAL_STS_TASKS if task.subsets] == ["STS12", "STS13", "STS14", "STS15", "STS16"]
 
 
 def test_missing_subset_file_is_an_error_naming_it(tmp_path):

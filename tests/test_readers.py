@@ -9,12 +9,12 @@ import pytest
 from pipeline.data.readers import (
     MalformedDataError,
     ScoredPair,
-    load_sts_benchmark,
     read_corpus,
     read_sick,
     read_sts_subset,
     read_stsb,
 )
+from pipeline.data.sts_tasks import load_sts_benchmark
 from pipeline.errors import PipelineError
 
 DATA = Path(__file__).parents[1] / ".." / "shared" / "data"

@@ -26,6 +26,7 @@ from pathlib import Path
 import yaml
 
 from pipeline import paths
+from pipeline.data.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
 
 IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
@@ -43,7 +44,7 @@ CLAIMS = paths.REPORTS / "claims.json"
 # task's half-width is the stricter stand-in. A training stage's best STS-B dev score is held to the
 # narrowest STS-B test half-width of the run (the same benchmark; as many pairs at the tiny scale, 1,500 dev
 # against 1,379 test pairs at the paper's).
-DEV_SCORE, DEV_TASK = "best_dev_stsb", "STSBenchmark"
+DEV_SCORE, DEV_TASK = "best_dev_stsb", STS_BENCHMARK.name
 EXACT_KEYS = ("steps",)  # counts, equal or not
 
 

@@ -55,13 +55,14 @@ def tower_label(tower: str, models: dict[str, WeightedTowers]) -> str:
 
 def _sts_pairs(params: Params) -> tuple[list, list]:
     """(the STS-B test pairs capped by eval.max_pairs (the evaluator's sample), the pairs of alignment and uniformity)."""
-    from pipeline.data.readers import STSB_SPLITS, load_sts_benchmark
+    from pipeline.data.sts_tasks import STS_BENCHMARK, load_sts_benchmark
     from pipeline.evaluation.sts import load_tasks
 
-    (stsb,) = load_tasks(paths.SENTEVAL, ["STSBenchmark"], params.eval.max_pairs, seed=params.seed)
+    (stsb,) = load_tasks(paths.SENTEVAL, [STS_BENCHMARK.name], params.eval.max_pairs, seed=params.seed)
     pairs = stsb.subsets["test"]
     if params.analysis.align_data == "all":  # SimCSE: every STS-B sentence, uncapped
-        return pairs, [pair for split in STSB_SPLITS for pair in load_sts_benchmark(paths.SENTEVAL, "STSBenchmark", split)[split]]
+        return pairs, [pair for split in STS_BENCHMARK.splits
+                       for pair in load_sts_benchmark(paths.SENTEVAL, STS_BENCHMARK.name, split)[split]]
     return pairs, pairs
 
 

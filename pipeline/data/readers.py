@@ -1,4 +1,5 @@
-"""Readers for the corpus and the STS benchmarks, in the layouts of the data mirror.
+"""Readers for the corpus and the STS benchmarks' files, in the formats of the data mirror (which
+files a task reads, and where: `pipeline.data.sts_tasks`).
 
 Every reader validates as it reads: a malformed line raises `MalformedDataError` with
 `file:line: what is wrong`, so a broken download is reported where it is broken instead of
@@ -17,21 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.settings_rules import STS_TASKS
 
-STS_YEAR_TASKS = STS_TASKS[:5]  # STS12–16: several subsets each, test only
 SICK_HEADER_START = "pair_ID\tsentence_A\tsentence_B\trelatedness_score"
-SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
-STSB_SPLITS = ("train", "dev", "test")
-# The subsets of STS12–16 in SentEval's order (senteval/sts.py). Fixed, not found by globbing: a
-# missing input file must stop the evaluation, not silently change the task's score.
-STS_SUBSETS = {
-    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
-    "STS13": ("FNWN", "headlines", "OnWN"),  # SMT is licensed and not distributed
-    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
-    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
-    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
-}
 
 
 class MalformedDataError(PipelineError):
@@ -45,7 +33,7 @@ class ScoredPair:
     score: float
 
 
-def _missing(path: Path) -> MalformedDataError:
+def missing_data_error(path: Path) -> MalformedDataError:
     return MalformedDataError(f"{path} does not exist; the download stage produces it (`dvc repro download`)")
 
 
@@ -53,7 +41,7 @@ def _read_lines(path: Path) -> list[str]:
     """The lines of a UTF-8 file without their line ends (LF or CRLF)."""
     path = Path(path)
     if not path.is_file():
-        raise _missing(path)
+        raise missing_data_error(path)
     content = path.read_bytes()
     try:
         text = content.decode("utf-8")
@@ -168,31 +156,3 @@ def read_corpus(path: Path | str) -> list[str]:
         if not line.strip():
             raise MalformedDataError(f"{path}:{line_number}: empty line; the corpus has one sentence per line")
     return lines
-
-
-def load_sts_benchmark(senteval_root: Path | str, task: str, split: str = "test") -> dict[str, list[ScoredPair]]:
-    """A SentEval STS task as {subset name: pairs}, from a folder laid out like SentEval's data.
-
-    STS12–16 have only a test split and SentEval's fixed subsets (`STS_SUBSETS`; a missing file is
-    an error naming it); STS-B and SICK-R have one subset named after the split (`dev` of SICK is `SICK_trial.txt`).
-    """
-    root = Path(senteval_root)
-    if task in STS_YEAR_TASKS:
-        if split != "test":
-            raise PipelineError(f"{task} has only a test split, not {split!r}")
-        task_dir = root / "STS" / f"{task}-en-test"
-        if not task_dir.is_dir():
-            raise _missing(task_dir)
-        return {
-            subset: read_sts_subset(task_dir / f"STS.input.{subset}.txt", task_dir / f"STS.gs.{subset}.txt")
-            for subset in STS_SUBSETS[task]
-        }
-    if task == "STSBenchmark":
-        if split not in STSB_SPLITS:
-            raise PipelineError(f"STSBenchmark has no split {split!r}; allowed: {', '.join(STSB_SPLITS)}")
-        return {split: read_stsb(root / "STS" / "STSBenchmark" / f"sts-{split}.csv")}
-    if task == "SICKRelatedness":
-        if split not in SICK_FILES:
-            raise PipelineError(f"SICKRelatedness has no split {split!r}; allowed: {', '.join(SICK_FILES)}")
-        return {split: read_sick(root / "SICK" / SICK_FILES[split])}
-    raise PipelineError(f"unknown STS task {task!r}; allowed: {', '.join(STS_TASKS)}")

@@ -37,7 +37,8 @@ from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
 from pipeline.config import STS_TASKS
-from pipeline.data.readers import STS_YEAR_TASKS, ScoredPair, load_sts_benchmark
+from pipeline.data.readers import ScoredPair
+from pipeline.data.sts_tasks import POOLED, load_sts_benchmark, pools_subsets, short_name
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -84,12 +85,11 @@ def as_embedder(embedder: Embedder | BatchEmbedder, batch_size: int = 64) -> Emb
     """An `Embedder` as it is; a `BatchEmbedder` in `FixedBatches` of `batch_size`."""
     return embedder if isinstance(embedder, Embedder) else FixedBatches(embedder, batch_size)
 
-SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R", "avg": "Avg."}
-
 
 @dataclass(frozen=True)
 class StsTask:
-    """One benchmark: {subset: pairs}; STS-B and SICK-R have one subset named after the split."""
+    """One benchmark's pairs as read: {subset: pairs}; STS-B and SICK-R have one subset named after the
+    split (what each task holds is declared in `pipeline.data.sts_tasks`)."""
 
     name: str
     subsets: dict[str, list[ScoredPair]]
@@ -208,8 +208,8 @@ def _spearman(predicted: np.ndarray, gold: np.ndarray) -> float:
 
 def reported_score(task_result: Mapping[str, object]) -> float:
     """The number a paper's table shows: "all" for STS12–16, the split's score for STS-B/SICK-R."""
-    if "all" in task_result:
-        return float(task_result["all"])
+    if POOLED in task_result:
+        return float(task_result[POOLED])
     (score,) = task_result.values()
     return float(score)
 
@@ -237,9 +237,9 @@ def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:
     for task in tasks:
         similarities, golds = task_similarities(table, task)
         per_subset = {subset: _spearman(similarities[subset], golds[subset]) for subset in task.subsets}
-        if task.name in STS_YEAR_TASKS:
+        if pools_subsets(task.name):
             results[task.name] = {
-                "all": _spearman(np.concatenate(list(similarities.values())), np.concatenate(list(golds.values()))),
+                POOLED: _spearman(np.concatenate(list(similarities.values())), np.concatenate(list(golds.values()))),
                 "mean": float(np.mean(list(per_subset.values()))),
                 "subsets": per_subset,
             }
@@ -259,7 +259,7 @@ def evaluate_embedder(embedder: Embedder | BatchEmbedder, tasks: Sequence[StsTas
 def format_table(results: Mapping[str, object]) -> str:
     """A two-line table of the reported scores, in the order of `results`, e.g. `STS12 | … | Avg.`."""
     names = [name for name in results if name != "avg"] + ["avg"]
-    headers = [SHORT_NAMES.get(name, name) for name in names]
+    headers = [short_name(name) for name in names]
     values = [f"{results['avg'] if name == 'avg' else reported_score(results[name]):.2f}" for name in names]
     widths = [max(len(header), len(value)) for header, value in zip(headers, values)]
     return "\n".join(

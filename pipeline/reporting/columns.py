@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import difflib
 
-from pipeline.data.readers import STS_SUBSETS, STS_YEAR_TASKS
-from pipeline.settings_rules import NORM_INPUTS, STS_TASKS
+from pipeline.data.sts_tasks import AVERAGE, SENTEVAL_STS_TASKS
+from pipeline.settings_rules import NORM_INPUTS
 
 
 # The numbers of reports/analysis/<model>.json a column may name (pipeline/analysis/per_model.py writes
@@ -35,12 +35,11 @@ def sts_columns() -> list[str]:
     """Every number of a details file a column may name: each task's reported score, STS12–16's
     "mean" and subsets (SentEval's fixed lists), and "avg"."""
     columns = []
-    for task in STS_TASKS:
-        if task in STS_YEAR_TASKS:
-            columns += [f"{task}.all", f"{task}.mean", *(f"{task}.subsets.{subset}" for subset in STS_SUBSETS[task])]
-        else:
-            columns.append(f"{task}.test")
-    return columns + ["avg"]
+    for task in SENTEVAL_STS_TASKS:
+        columns.append(task.score_column)
+        if task.pools_subsets:
+            columns += [f"{task.name}.mean", *(f"{task.name}.subsets.{subset}" for subset in task.subsets)]
+    return columns + [AVERAGE]
 
 
 def sts_column_problem(column: str) -> str | None:

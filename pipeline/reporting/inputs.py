@@ -32,13 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.data.readers import STS_YEAR_TASKS
+from pipeline.data.sts_tasks import AVERAGE, SENTEVAL_STS_TASKS
 from pipeline.errors import PipelineError
 from pipeline.io import non_finite_keys
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
 from pipeline.settings_rules import STS_TASKS
-
-AVERAGE = "avg"
 
 
 class CorruptFile(Exception):
@@ -94,17 +92,15 @@ def check_details(data: Any) -> None:
     _mapping(data, "")
     check_finite(data)
     _number(data, AVERAGE, "")
-    for task in STS_TASKS:
-        if task not in data:
+    for task in SENTEVAL_STS_TASKS:
+        if task.name not in data:
             continue  # eval.tasks may leave a task out
-        scores = _mapping(data[task], task)
-        if task in STS_YEAR_TASKS:
-            _number(scores, "all", f"{task}.")
-            for subset, value in _mapping(scores.get("subsets", {}), f"{task}.subsets").items():
+        scores = _mapping(data[task.name], task.name)
+        _number(scores, task.reported, f"{task.name}.")
+        if task.pools_subsets:
+            for subset, value in _mapping(scores.get("subsets", {}), f"{task.name}.subsets").items():
                 if not _is_number(value):
-                    raise CorruptFile(f"{task}.subsets.{subset} is {_shown(value)}, not a number")
-        else:
-            _number(scores, "test", f"{task}.")
+                    raise CorruptFile(f"{task.name}.subsets.{subset} is {_shown(value)}, not a number")
     for name, interval in _mapping(data.get("intervals", {}), "intervals").items():
         interval = _mapping(interval, f"intervals.{name}")
         low, high = (_number(interval, key, f"intervals.{name}.") for key in ("low", "high"))

@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import setting_default
+from pipeline.data.sts_tasks import AVERAGE, SENTEVAL_STS_TASKS
 from pipeline.errors import PipelineError
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
 from pipeline.reporting.inputs import check_report_data, check_run_files, read_report_file, read_report_text
@@ -40,10 +41,7 @@ _PLACEHOLDER = re.compile(r"\{(?P<path>[\w.-]+)(?:\s*\*\s*(?P<factor>[0-9.]+))?\
 _ABSENT = object()
 # The column of each STS task's reported score (`sts.reported_score`) → the task its bootstrap interval and
 # resamples are keyed by (pipeline/evaluation/bootstrap.py).
-SCORE_COLUMNS = {
-    "STS12.all": "STS12", "STS13.all": "STS13", "STS14.all": "STS14", "STS15.all": "STS15", "STS16.all": "STS16",
-    "STSBenchmark.test": "STSBenchmark", "SICKRelatedness.test": "SICKRelatedness", "avg": "avg",
-}
+SCORE_COLUMNS = {task.score_column: task.name for task in SENTEVAL_STS_TASKS} | {AVERAGE: AVERAGE}
 ReadFiles = Callable[[str], dict[str, Any]]
 
 

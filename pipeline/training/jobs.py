@@ -29,6 +29,7 @@ from pipeline import paths
 from pipeline.config import BaselineSettings, OptimSettings, Params, PretrainSettings, StudentSettings, TrainSettings
 from pipeline.data.download import sick_sentences, wiki_part
 from pipeline.data.readers import read_corpus
+from pipeline.data.sts_tasks import STS_BENCHMARK
 from pipeline.environment import environment_record, training_compute, training_data, write_provenance
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score
@@ -284,12 +285,12 @@ def stsb_dev_scorer(task: TrainingTask, senteval_root: Path, tokenizer: PreTrain
                     device: torch.device, max_pairs: int | None, batch_size: int, seed: int) -> DevScore:
     """model → Spearman × 100 on STS-B dev with the task's inference embedding (model selection); with
     `max_pairs`, on the dev pairs sampled with `seed` as the evaluator samples its test pairs."""
-    dev = load_tasks(senteval_root, ["STSBenchmark"], max_pairs, split="dev", seed=seed)
+    dev = load_tasks(senteval_root, [STS_BENCHMARK.name], max_pairs, split="dev", seed=seed)
 
     def score(model: nn.Module) -> float:
         embedder = model_embedder(lambda ids, mask: task.embed(model, ids, mask), tokenizer, max_length, device)
         results = evaluate_embedder(embedder, dev, batch_size, description="STS-B dev")
-        dev_score = reported_score(results["STSBenchmark"])
+        dev_score = reported_score(results[STS_BENCHMARK.name])
         if not math.isfinite(dev_score):  # would make model selection keep an arbitrary checkpoint
             raise PipelineError(
                 f"STS-B dev score is {dev_score} on {sum(map(len, dev[0].subsets.values()))} pairs: the model's "
@@ -313,7 +314,7 @@ def run_fingerprint(settings: OptimSettings, lr: float, params: Params, examples
     digest = hashlib.sha256(
         json.dumps([settings.model_dump(), lr, params.seed, params.backbone.model_dump(), selection]).encode()
     )
-    dev_file = paths.SENTEVAL / "STS" / "STSBenchmark" / "sts-dev.csv"
+    dev_file = STS_BENCHMARK.files.path(paths.SENTEVAL, "dev")
     if dev_file.is_file():
         digest.update(sha256_of(dev_file).encode())
     for example in examples:

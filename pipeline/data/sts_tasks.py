@@ -1,0 +1,174 @@
+"""The STS tasks as data: one declaration per task, registered once, and every list of tasks derived from them.
+
+A declaration (`StsTaskDeclaration`) says all the pipeline knows of a task: its name (its key in
+eval.tasks and in every results file), its table header, where its files lie under the SentEval
+root and how they are read (`SubsetFiles`: a SemEval year's fixed subsets; `SplitFiles`: one file per
+split, STS-B's csv or SICK's txt), its splits and subsets, and the score a paper's table reports
+("all" over the subsets pooled, or the test split's). The evaluator (`pipeline.evaluation.sts`), the
+checkpoints table, the report's columns and its file checks read these declarations instead of
+restating the seven names.
+
+`SENTEVAL_STS_TASKS` are the papers' seven, in their tables' order; `register_sts_task` adds
+another (a test's), which `load_sts_benchmark` and the evaluator then read and score like the seven.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from pipeline.data.readers import ScoredPair, missing_data_error, read_sick, read_sts_subset, read_stsb
+from pipeline.errors import PipelineError
+
+POOLED = "all"  # a task's score over all its subsets' pairs concatenated (SentEval's "all")
+# The mean of the tasks' reported scores: its key in every results file and its table header.
+AVERAGE, AVERAGE_SHORT_NAME = "avg", "Avg."
+
+
+@dataclass(frozen=True)
+class SubsetFiles:
+    """SentEval's layout of a SemEval year: a folder with `STS.input.<subset>.txt` (the pairs) and
+    `STS.gs.<subset>.txt` (the gold) per subset, test pairs only. The subsets are fixed, in SentEval's
+    order (senteval/sts.py), not found by globbing: a missing input file must stop the evaluation,
+    not silently change the task's score."""
+
+    folder: str  # under the SentEval root
+    subsets: tuple[str, ...]
+    splits: ClassVar[tuple[str, ...]] = ("test",)
+
+    def read(self, senteval_root: Path, split: str) -> dict[str, list[ScoredPair]]:
+        folder = senteval_root / self.folder
+        if not folder.is_dir():
+            raise missing_data_error(folder)
+        return {
+            subset: read_sts_subset(folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt")
+            for subset in self.subsets
+        }
+
+
+@dataclass(frozen=True)
+class SplitFiles:
+    """One file per split, its pairs read by `read_pairs`: the task has one subset, named after the split."""
+
+    folder: str  # under the SentEval root
+    files: Mapping[str, str]  # split → file name, in the order the splits are listed
+    read_pairs: Callable[[Path], list[ScoredPair]]
+    subsets: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(self.files)
+
+    def path(self, senteval_root: Path | str, split: str) -> Path:
+        return Path(senteval_root) / self.folder / self.files[split]
+
+    def read(self, senteval_root: Path, split: str) -> dict[str, list[ScoredPair]]:
+        return {split: self.read_pairs(self.path(senteval_root, split))}
+
+
+@dataclass(frozen=True)
+class StsTaskDeclaration:
+    """One STS task, everything the pipeline knows of it. The bootstrap resamples within each subset
+    of a task (`pipeline.evaluation.bootstrap`), so a year's fixed subsets are its strata and a task
+    read from split files has one."""
+
+    name: str  # its key in eval.tasks and in every results file, e.g. "STSBenchmark"
+    short_name: str  # its table header, e.g. "STS-B"
+    files: SubsetFiles | SplitFiles  # where its pairs lie under the SentEval root and how they are read
+    reported: str  # the score a paper's table shows: POOLED (its subsets pooled) or its test split's
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return self.files.splits
+
+    @property
+    def subsets(self) -> tuple[str, ...]:
+        """Its fixed subsets; none for a task whose one subset is the split read."""
+        return self.files.subsets
+
+    @property
+    def pools_subsets(self) -> bool:
+        """Whether its results are {"all", "mean", "subsets"} (a year) rather than {split: score}."""
+        return self.reported == POOLED
+
+    @property
+    def score_column(self) -> str:
+        """The path of its reported score in a details file, as tables.yaml names it: `STS12.all`."""
+        return f"{self.name}.{self.reported}"
+
+
+STS_TASK_REGISTRY: dict[str, StsTaskDeclaration] = {}
+
+
+def register_sts_task(task: StsTaskDeclaration) -> StsTaskDeclaration:
+    """Declare a task once: a second declaration of a name, or a reported score the task does not
+    have, is a mistake in the code, not in the data."""
+    if task.name in STS_TASK_REGISTRY:
+        raise ValueError(f"STS task {task.name!r} is already declared")
+    reportable = (POOLED,) if task.subsets else task.splits
+    if task.reported not in reportable:
+        raise ValueError(f"STS task {task.name!r} reports {task.reported!r}; it has: {', '.join(reportable)}")
+    STS_TASK_REGISTRY[task.name] = task
+    return task
+
+
+def senteval_year(name: str, subsets: tuple[str, ...]) -> StsTaskDeclaration:
+    """A SemEval year as SentEval ships it (STS/<name>-en-test): headed by its name, reporting "all"."""
+    return StsTaskDeclaration(name, name, SubsetFiles(f"STS/{name}-en-test", subsets), POOLED)
+
+
+STS_BENCHMARK = StsTaskDeclaration(
+    "STSBenchmark", "STS-B",
+    SplitFiles("STS/STSBenchmark", {split: f"sts-{split}.csv" for split in ("train", "dev", "test")}, read_stsb),
+    "test",
+)
+SICK_RELATEDNESS = StsTaskDeclaration(
+    "SICKRelatedness", "SICK-R",
+    SplitFiles("SICK", {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}, read_sick),
+    "test",
+)
+# The papers' seven (SentEval's STS tasks), in their tables' order: the allowed values of eval.tasks.
+SENTEVAL_STS_TASKS = tuple(register_sts_task(task) for task in (
+    senteval_year("STS12", ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
+    senteval_year("STS13", ("FNWN", "headlines", "OnWN")),  # SMT is licensed and not distributed
+    senteval_year("STS14", ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
+    senteval_year("STS15", ("answers-forums", "answers-students", "belief", "headlines", "images")),
+    senteval_year("STS16", ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
+    STS_BENCHMARK,
+    SICK_RELATEDNESS,
+))
+
+
+def sts_task(name: str) -> StsTaskDeclaration:
+    """The declaration of a task; an undeclared name is a one-line error listing the declared ones."""
+    if name not in STS_TASK_REGISTRY:
+        raise PipelineError(f"unknown STS task {name!r}; allowed: {', '.join(STS_TASK_REGISTRY)}")
+    return STS_TASK_REGISTRY[name]
+
+
+def pools_subsets(name: str) -> bool:
+    """Whether a results key is a task scored over its subsets pooled; False for a name not declared."""
+    return name in STS_TASK_REGISTRY and STS_TASK_REGISTRY[name].pools_subsets
+
+
+def short_name(name: str) -> str:
+    """The table header of a results key: the task's declared short name, "Avg." for the average, else the key."""
+    if name == AVERAGE:
+        return AVERAGE_SHORT_NAME
+    return STS_TASK_REGISTRY[name].short_name if name in STS_TASK_REGISTRY else name
+
+
+def load_sts_benchmark(senteval_root: Path | str, task: str, split: str = "test") -> dict[str, list[ScoredPair]]:
+    """A declared STS task as {subset name: pairs}, from a folder laid out like SentEval's data.
+
+    STS12–16 have only a test split and SentEval's fixed subsets (a missing file is an error naming
+    it); STS-B and SICK-R have one subset named after the split (`dev` of SICK is `SICK_trial.txt`).
+    """
+    declaration = sts_task(task)
+    if split not in declaration.splits:
+        if len(declaration.splits) == 1:
+            raise PipelineError(f"{task} has only a {declaration.splits[0]} split, not {split!r}")
+        raise PipelineError(f"{task} has no split {split!r}; allowed: {', '.join(declaration.splits)}")
+    return declaration.files.read(Path(senteval_root), split)

@@ -1,0 +1,160 @@
+"""The STS tasks as data (pipeline/data/sts_tasks.py): the lists derived from the declarations are the
+ones the pipeline wrote out before, and a task declared once is read and scored by the project's evaluator."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from pipeline import checkpoints, settings_rules
+from pipeline.config import EvalSettings
+from pipeline.data import sts_tasks
+from pipeline.data.readers import read_stsb
+from pipeline.data.sts_tasks import (
+    STS_TASK_REGISTRY,
+    SplitFiles,
+    StsTaskDeclaration,
+    load_sts_benchmark,
+    register_sts_task,
+    senteval_year,
+)
+from pipeline.errors import PipelineError
+from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals
+from pipeline.evaluation.sts import embed_sentences, evaluate_embedder, format_table, headline_scores, load_tasks
+from pipeline.reporting import columns, runs
+
+# What the modules spelled out before the declarations (order included).
+SEVEN = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
+YEAR_SUBSETS = {
+    "STS12": ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews"),
+    "STS13": ("FNWN", "headlines", "OnWN"),
+    "STS14": ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news"),
+    "STS15": ("answers-forums", "answers-students", "belief", "headlines", "images"),
+    "STS16": ("answer-answer", "headlines", "plagiarism", "postediting", "question-question"),
+}
+SCORE_COLUMNS = {
+    "STS12.all": "STS12", "STS13.all": "STS13", "STS14.all": "STS14", "STS15.all": "STS15", "STS16.all": "STS16",
+    "STSBenchmark.test": "STSBenchmark", "SICKRelatedness.test": "SICKRelatedness", "avg": "avg",
+}
+CHECKPOINT_COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "Avg.")
+METRIC_OF_COLUMN = {
+    "STS12": ("STS12", "all"), "STS13": ("STS13", "all"), "STS14": ("STS14", "all"), "STS15": ("STS15", "all"),
+    "STS16": ("STS16", "all"), "STS-B": ("STSBenchmark", "test"), "SICK-R": ("SICKRelatedness", "test"), "Avg.": ("avg",),
+}
+
+
+def test_the_derived_lists_are_the_ones_spelled_out_before():
+    assert settings_rules.STS_TASKS == SEVEN
+    assert EvalSettings().tasks == list(SEVEN)
+    assert tuple(STS_TASK_REGISTRY) == SEVEN
+    assert {task.name: task.subsets for task in sts_tasks.SENTEVAL_STS_TASKS if task.pools_subsets} == YEAR_SUBSETS
+    assert list(runs.SCORE_COLUMNS.items()) == list(SCORE_COLUMNS.items())
+    assert checkpoints.COLUMNS == CHECKPOINT_COLUMNS
+    assert list(checkpoints.METRIC_OF_COLUMN.items()) == list(METRIC_OF_COLUMN.items())
+    assert [sts_tasks.short_name(name) for name in (*SEVEN, "avg", "undeclared")] == [
+        "STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "Avg.", "undeclared"]
+    year_columns = [column for task, subsets in YEAR_SUBSETS.items()
+                    for column in (f"{task}.all", f"{task}.mean", *(f"{task}.subsets.{subset}" for subset in subsets))]
+    assert columns.sts_columns() == [*year_columns, "STSBenchmark.test", "SICKRelatedness.test", "avg"]
+
+
+def test_the_files_each_task_reads(tmp_path):
+    assert sts_tasks.sts_task("STS12").files.folder == "STS/STS12-en-test"
+    assert sts_tasks.STS_BENCHMARK.splits == sts_tasks.SICK_RELATEDNESS.splits == ("train", "dev", "test")
+    assert sts_tasks.STS_BENCHMARK.files.path(tmp_path, "dev") == tmp_path / "STS" / "STSBenchmark" / "sts-dev.csv"
+    assert sts_tasks.SICK_RELATEDNESS.files.path(tmp_path, "dev") == tmp_path / "SICK" / "SICK_trial.txt"
+    with pytest.raises(PipelineError, match=r"^SICKRelatedness has no split 'trial'; allowed: train, dev, test$"):
+        load_sts_benchmark(tmp_path, "SICKRelatedness", "trial")
+    with pytest.raises(PipelineError, match=r"^STS15 has only a test split, not 'dev'$"):
+        load_sts_benchmark(tmp_path, "STS15", "dev")
+
+
+# ---- a task declared by a test ----------------------------------------------------------------------------
+
+# Each pair is ("reference", "s<i>"); s<i>'s embedding is at cosine COSINES[i] to the reference's.
+COSINES = [0.1, 0.3, 0.2, 0.6, 0.5, 0.9, 0.8, 0.4]
+GOLDS = [0.5, 1.0, 1.5, 2.0, 3.0, 3.5, 4.5, 5.0]
+
+
+def _embedder(batch: list[str]) -> np.ndarray:
+    def vector(sentence: str) -> list[float]:
+        if sentence == "reference":
+            return [1.0, 0.0]
+        cosine = COSINES[int(sentence.removeprefix("s"))]
+        return [cosine, math.sqrt(1 - cosine**2)]
+
+    return np.array([vector(sentence) for sentence in batch])
+
+
+@contextmanager
+def registered(task: StsTaskDeclaration) -> Iterator[StsTaskDeclaration]:
+    """The task declared for the duration, the registry as it was afterwards."""
+    before = dict(STS_TASK_REGISTRY)
+    try:
+        yield register_sts_task(task)
+    finally:
+        STS_TASK_REGISTRY.clear()
+        STS_TASK_REGISTRY.update(before)
+
+
+@pytest.fixture
+def csv_task(tmp_path) -> Iterator[StsTaskDeclaration]:
+    """A tiny task in STS-B's csv format under tmp_path (the SentEval root), eight test pairs."""
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    rows = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{gold}\treference\ts{i}\n" for i, gold in enumerate(GOLDS)]
+    (folder / "toy-test.csv").write_text("".join(rows), encoding="utf-8")
+    with registered(StsTaskDeclaration("ToySTS", "Toy", SplitFiles("toy", {"test": "toy-test.csv"}, read_stsb), "test")) as task:
+        yield task
+
+
+def test_a_declared_task_is_read_and_scored_by_the_evaluator(tmp_path, csv_task):
+    assert load_sts_benchmark(tmp_path, "ToySTS") == {"test": read_stsb(tmp_path / "toy" / "toy-test.csv")}
+    tasks = load_tasks(tmp_path, ["ToySTS"])
+    results = evaluate_embedder(_embedder, tasks)
+
+    expected = spearmanr(COSINES, GOLDS).statistic * 100
+    assert math.isfinite(results["ToySTS"]["test"]) and results["ToySTS"]["test"] == pytest.approx(expected)
+    assert results["avg"] == round(expected, 2)
+    assert format_table(results).splitlines()[0].split() == ["Toy", "|", "Avg."]
+    assert headline_scores(results) == {"avg": results["avg"]}  # not one of the papers' seven: no headline metric
+    with pytest.raises(PipelineError, match=r"^ToySTS has only a test split, not 'dev'$"):
+        load_sts_benchmark(tmp_path, "ToySTS", "dev")
+
+    scored, _ = scores_with_intervals(embed_sentences(_embedder, tasks[0].sentences), tasks, draw_resamples(tasks, 50, seed=0))
+    interval = scored["intervals"]["ToySTS"]  # resampled within its one subset, as STS-B's test pairs
+    assert math.isfinite(interval["low"]) and interval["low"] <= interval["high"]
+
+
+def test_a_declared_year_pools_its_subsets(tmp_path):
+    folder = tmp_path / "STS" / "STSToy-en-test"
+    folder.mkdir(parents=True)
+    for subset, positions in (("first", range(0, 4)), ("second", range(4, 8))):
+        (folder / f"STS.input.{subset}.txt").write_text("".join(f"reference\ts{i}\n" for i in positions))
+        (folder / f"STS.gs.{subset}.txt").write_text("".join(f"{GOLDS[i]}\n" for i in positions))
+    with registered(senteval_year("STSToy", ("first", "second"))):
+        results = evaluate_embedder(_embedder, load_tasks(tmp_path, ["STSToy"]))
+        header = format_table(results).splitlines()[0].split()
+
+    assert set(results["STSToy"]) == {"all", "mean", "subsets"} and list(results["STSToy"]["subsets"]) == ["first", "second"]
+    assert results["STSToy"]["all"] == pytest.approx(spearmanr(COSINES, GOLDS).statistic * 100)
+    assert header == ["STSToy", "|", "Avg."]
+
+
+def test_the_registry_is_restored_and_refuses_a_second_or_impossible_declaration(tmp_path):
+    toy = StsTaskDeclaration("ToySTS", "Toy", SplitFiles("toy", {"test": "toy-test.csv"}, read_stsb), "test")
+    with registered(toy):
+        assert sts_tasks.sts_task("ToySTS") is toy
+        with pytest.raises(ValueError, match="'ToySTS' is already declared"):
+            register_sts_task(toy)
+    assert "ToySTS" not in STS_TASK_REGISTRY and tuple(STS_TASK_REGISTRY) == SEVEN
+    with pytest.raises(PipelineError, match=r"^unknown STS task 'ToySTS'; allowed: STS12, STS13, .*SICKRelatedness$"):
+        load_sts_benchmark(tmp_path, "ToySTS")
+    with pytest.raises(ValueError, match="reports 'all'; it has: test"):
+        register_sts_task(StsTaskDeclaration("ToySTS", "Toy", toy.files, "all"))
+    assert "ToySTS" not in STS_TASK_REGISTRY
