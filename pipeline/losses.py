@@ -31,7 +31,7 @@ Readings of the equations, where the papers leave room (see also docs/method.md)
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 from torch.nn import functional as F
@@ -39,8 +39,15 @@ from torch.nn import functional as F
 from pipeline.errors import PipelineError
 from pipeline.settings_rules import NORM_INPUTS, validate_gaussian
 
-if TYPE_CHECKING:
-    from pipeline.modeling.twin import TwinOutput
+
+class TwinOutput(Protocol):
+    """What the twin objective reads of the twin's outputs (`pipeline.modeling.twin.TwinOutput` is one).
+    Declared here so the losses, and the settings that validate `train.losses` against their table,
+    do not import the model code."""
+
+    last_cls: torch.Tensor  # (2, 2N, d) h^L of both towers
+    pooler_output: torch.Tensor  # (2, 2N, d) h^P
+    cross_cls: torch.Tensor | None  # (2, 2N, d) JTCSE's cross outputs c; None in TNCSE
 
 TEMPERATURE = 0.05
 NORM_FACTOR = 0.5  # the released TNCSE/JTCSE code divides each tensor-norm term by 2
@@ -184,7 +191,7 @@ def ictn(last_cls: torch.Tensor, pooler_output: torch.Tensor, factor: float = NO
     return tensor_norm_loss(h_I, h_II, p_I, p_II, factor) + tensor_norm_loss(h_II, h_I, p_II, p_I, factor)
 
 
-def norm_vectors(out: "TwinOutput", norm_input: str = "pooler") -> torch.Tensor:
+def norm_vectors(out: TwinOutput, norm_input: str = "pooler") -> torch.Tensor:
     """The (2, 2N, d) stack the tensor-norm loss takes its norms from: the pooler output h^P
     (`pooler`, the papers' method) or the last hidden [CLS] h^L (`last_hidden_cls`, their LayerNorm
     study: TNCSE Figure 5, JTCSE Fig. 8)."""
@@ -228,7 +235,7 @@ IctnKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]  # (las
 class ObjectiveInputs:
     """What a term may read: the twin's (gathered) outputs and the objective's settings."""
 
-    out: "TwinOutput"
+    out: TwinOutput
     temperature: float = TEMPERATURE
     norm_factor: float = NORM_FACTOR
     gaussian: GaussianNegatives | None = None
@@ -313,7 +320,7 @@ def reads_pooler(losses: Iterable[str], norm_input: str) -> bool:
 
 
 def twin_objective(
-    out: "TwinOutput",
+    out: TwinOutput,
     losses: Iterable[str] | None = None,
     temperature: float = TEMPERATURE,
     norm_factor: float = NORM_FACTOR,
