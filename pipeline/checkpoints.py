@@ -324,7 +324,7 @@ def hub_endpoint(params: Params) -> Iterator[str | None]:
 
 def score_catalogue(params: Params, catalogue: Catalogue, cache_dir: Path = CACHE) -> dict:
     """Every selected row's entry (in catalogue order) with the run's settings: the stage's metrics file."""
-    from pipeline.runtime import resolve_device
+    from pipeline.execution.runtime import resolve_device
 
     settings = params.checkpoints
     resolve_device(params.device)

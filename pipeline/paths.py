@@ -30,7 +30,7 @@ MTEB = REPORTS / "mteb"  # MTEB suite results per model (pipeline.evaluation.mte
 TABLES = REPORTS / "tables"
 BENCH = REPORTS / "bench.json"
 # The git commit, host and time of each stage's run: git-tracked, no DVC output or dependency, so
-# dvc.lock stays a function of code, data and params (pipeline.environment).
+# dvc.lock stays a function of code, data and params (pipeline.execution.environment).
 PROVENANCE = REPORTS / "provenance"
 
 

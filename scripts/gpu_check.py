@@ -1,6 +1,6 @@
 """The CUDA path proven and the papers' cost measured, in one prepared run (issue 41).
 
-Writes one JSON (committed as reports/bench-gpu.json): the machine (pipeline/environment.py's records);
+Writes one JSON (committed as reports/bench-gpu.json): the machine (pipeline/execution/environment.py's records);
 `checks`, whether the CUDA path computes what the CPU path does (each: name, passed, numbers,
 tolerance; a check that needs CUDA is "skipped: no CUDA" on a CPU, never passed); `throughput` at the
 papers' shapes with random weights of the real architectures (the rehearsal's stand-in builder):
@@ -113,7 +113,7 @@ def bf16_peak(device_name: str | None) -> tuple[float | None, str]:
 
 
 def machine_record(device: torch.device) -> dict:
-    from pipeline.environment import cpu_record, gpu_record, package_versions
+    from pipeline.execution.environment import cpu_record, gpu_record, package_versions
 
     # the CPU record holds the logical CPU count (cpu.logical_cpus)
     record = {"device": device.type, "gpu": gpu_record(device), "cpu": cpu_record(), "versions": package_versions()}
@@ -198,7 +198,7 @@ class TinyTraining:
         from transformers import AutoTokenizer
 
         from pipeline.config import OptimSettings
-        from pipeline.runtime import run_context, with_precision
+        from pipeline.execution.runtime import run_context, with_precision
         from pipeline.training.loop import RunSpec, train
         from pipeline.training.tasks import SimCSETask
 
@@ -319,8 +319,8 @@ def uuid_of(index: int) -> str:
 def role_launcher(arguments: argparse.Namespace) -> None:
     """Lease one device as a stage does (`pin_leased_devices`), then start one rank through the stages'
     launcher (`launch_ranks`, torch's elastic launcher), which reports to the same file."""
-    from pipeline.launch import launch_ranks
-    from pipeline.lease import pin_leased_devices
+    from pipeline.execution.launch import launch_ranks
+    from pipeline.execution.lease import pin_leased_devices
 
     leased = list(pin_leased_devices(1, "gpu-check"))
     rank_arguments = [__file__, "--role", "rank", "--device", arguments.device, "--report", arguments.report,
@@ -334,7 +334,7 @@ def role_rank(arguments: argparse.Namespace) -> None:
     from transformers import AutoTokenizer
 
     from pipeline.io import write_json_atomic
-    from pipeline.runtime import run_context
+    from pipeline.execution.runtime import run_context
     from pipeline.training.batching import pad_batch
     from pipeline.training.loop import make_optimizer, training_step
     from pipeline.training.tasks import SimCSETask
@@ -595,7 +595,7 @@ def throughput_item(name: str, backbones: dict, settings: dict, sentences: list[
                     mode: Mode, peak: float | None, precision: str) -> dict:
     """One throughput item measured: the evaluator's pass, or a training stage's steps in `precision` (bf16, or
     each stage's paper preset with `preset`)."""
-    from pipeline.runtime import with_precision
+    from pipeline.execution.runtime import with_precision
 
     if name == EVALUATOR_ITEM:
         return evaluator_item(backbones["bert"], settings["bert"], mirror / "senteval", context.device, mode, peak)
@@ -668,7 +668,7 @@ def tiny_checks(scratch: Path, mirror: Path, sentences: list[str], device: torch
 
 def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: Path | None = None) -> dict:
     from tools.benchmark.timing_inputs import read_sentences
-    from pipeline.runtime import apply_threads, run_context, seed_everything
+    from pipeline.execution.runtime import apply_threads, run_context, seed_everything
 
     context = run_context(device_name)
     device = context.device

@@ -1,7 +1,7 @@
 """The `python -m stages` command: one sub-command per DVC stage of DESIGN.md §2.
 
-Stages that run a model first lease their GPU (`pipeline.lease`); the training stages may spread
-over several processes (`PIPELINE_NPROC`, `pipeline.launch`). Both are how a stage runs, not what
+Stages that run a model first lease their GPU (`pipeline.execution.lease`); the training stages may spread
+over several processes (`PIPELINE_NPROC`, `pipeline.execution.launch`). Both are how a stage runs, not what
 it computes, so they live here, outside the code a stage's result depends on (dvc.yaml deps)."""
 
 import functools
@@ -32,7 +32,7 @@ def on_devices(module):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from pipeline.launch import run_on_devices
+        from pipeline.execution.launch import run_on_devices
 
         with one_line_errors():
             spread = module in TRAINING_STAGES

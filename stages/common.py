@@ -32,7 +32,7 @@ def stage_params(path: Path) -> Params:
     """The stage's settings from params.yaml, with the process-wide ones applied first: the CPU
     thread count (`threads`), whatever OMP_NUM_THREADS says."""
     settings = load_params(path)
-    from pipeline.runtime import apply_threads  # here: torch loads after MKL_CBWR above is set
+    from pipeline.execution.runtime import apply_threads  # here: torch loads after MKL_CBWR above is set
 
     apply_threads(settings.threads)
     return settings
@@ -53,7 +53,7 @@ def stage(function: Callable) -> Callable:
         started = time.perf_counter()
         with one_line_errors(), params_unchanged_while_running(call.arguments["params"]):
             result = function(*args, **kwargs)
-        from pipeline.runtime import peak_rss_mb
+        from pipeline.execution.runtime import peak_rss_mb
 
         usage = resource.getrusage(resource.RUSAGE_SELF)  # CPU seconds: on a shared machine, wall time says little
         typer.echo(f"[{function.__module__.rsplit('.', 1)[-1]}] stage took {time.perf_counter() - started:.1f} s "

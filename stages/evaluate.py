@@ -4,7 +4,7 @@ Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates on
 pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
 eval settings of params.yaml and writes
 reports/metrics/details/<model>.json (every score: subsets, "mean", the bootstrap "intervals", the
-settings, the environment of `pipeline.environment`), reports/provenance/evaluate-<model>.json (git
+settings, the environment of `pipeline.execution.environment`), reports/provenance/evaluate-<model>.json (git
 commit, host, time), the headline reports/metrics/<model>.json (the seven reported scores and avg:
 `dvc metrics show`), reports/metrics/bootstrap/<model>.json (each bootstrap resample's scores,
 `eval.bootstrap` resamples drawn with `seed`; pipeline.evaluation.bootstrap) and

@@ -7,7 +7,7 @@ from transformers import AutoTokenizer
 
 from pipeline.config import TrainSettings
 from pipeline.modeling import checkpoint_activations
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.batching import pad_batch
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import SimCSETask, TwinTask

@@ -11,7 +11,7 @@ from pipeline.config import TrainSettings
 from pipeline.errors import PipelineError
 from pipeline.modeling import TwinEncoder, count_layernorms, drop_layernorms, last_layer_cls, load_backbone
 from pipeline.modeling.architecture import BertFamily, PreLayerNormFamily, architecture_of
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import TwinTask
 from tiny_models import save_tiny_bert, save_tiny_prelayernorm

@@ -22,7 +22,8 @@ import yaml
 from transformers import AutoTokenizer
 
 # Modules, not names: on code without the fixes each test fails by itself instead of the whole file.
-from pipeline import modeling, runtime
+from pipeline import modeling
+from pipeline.execution import runtime
 from pipeline.training import jobs, loop, tasks
 from pipeline.config import OptimSettings, parse_params
 from pipeline import io as atomic_io

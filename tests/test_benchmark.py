@@ -35,7 +35,7 @@ from pipeline.config import TrainSettings, parse_params
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET
 from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.tasks import TwinTask
 from stages import bench
 

@@ -21,11 +21,11 @@ import transformers
 import yaml
 from torch import nn
 
-from pipeline import environment
+from pipeline.execution import environment
 from pipeline.config import parse_params
-from pipeline.environment import Compute, environment_record, provenance_record, training_compute
+from pipeline.execution.environment import Compute, environment_record, provenance_record, training_compute
 from pipeline.errors import PipelineError
-from pipeline.runtime import RunContext, run_context, with_precision
+from pipeline.execution.runtime import RunContext, run_context, with_precision
 from pipeline.training.loop import training_step
 
 from conftest import MIRROR, REPO_ROOT
@@ -227,7 +227,7 @@ def test_provenance_is_no_dvc_output_or_dependency():
 def test_the_cpu_record_names_the_microarchitecture_and_the_kernel_features():
     """Two machines that print the same model name ("Intel(R) Xeon(R) Processor") may differ in these, and so
     in the last bits they train: the reproduction check treats them as machine facts."""
-    from pipeline.environment import cpu_record
+    from pipeline.execution.environment import cpu_record
 
     record = cpu_record()
     first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
@@ -241,7 +241,7 @@ def test_the_cpu_record_names_the_microarchitecture_and_the_kernel_features():
 def test_the_cpu_record_names_the_caches_blas_kernels_are_sized_by(tmp_path):
     """A virtual machine may report its host's model and features on a host with other caches: MKL and
     oneDNN size their blocks by them, so they are machine facts too (read from the kernel's sysfs)."""
-    from pipeline.environment import cpu_caches, cpu_record
+    from pipeline.execution.environment import cpu_caches, cpu_record
 
     for index, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"), ("2", "Unified", "2048K"),
                                                  ("3", "Unified", "307200K")]):
@@ -261,7 +261,7 @@ def test_aten_cpu_capability_shows_in_the_record():
     import subprocess
     import sys
 
-    code = "from pipeline.environment import cpu_record; print(cpu_record()['capability'])"
+    code = "from pipeline.execution.environment import cpu_record; print(cpu_record()['capability'])"
     lowered = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ATEN_CPU_CAPABILITY": "default"},
                              capture_output=True, text=True, check=True).stdout.strip()
     assert lowered == "DEFAULT"

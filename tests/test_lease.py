@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import PipelineError
-from pipeline.launch import requested_processes
-from pipeline.lease import FAKE_GPUS_ENV, LEASE_DIR_ENV, lease_devices, try_lease, visible_devices
+from pipeline.execution.launch import requested_processes
+from pipeline.execution.lease import FAKE_GPUS_ENV, LEASE_DIR_ENV, lease_devices, try_lease, visible_devices
 
 from conftest import REPO_ROOT
 
@@ -22,7 +22,7 @@ HOLDER = """
 import logging, os, sys, time
 from pathlib import Path
 logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-from pipeline.lease import pin_leased_devices
+from pipeline.execution.lease import pin_leased_devices
 pin_leased_devices(1, sys.argv[1])
 out = Path(sys.argv[2])
 out.write_text(os.environ["CUDA_VISIBLE_DEVICES"] + " " + os.environ["PIPELINE_LEASED_GPUS"])
@@ -118,7 +118,7 @@ def test_a_bad_process_count_is_one_line(setting):
 
 
 def test_the_provenance_record_names_the_leased_devices(monkeypatch, tmp_path):
-    from pipeline.environment import provenance_record
+    from pipeline.execution.environment import provenance_record
 
     monkeypatch.delenv("PIPELINE_LEASED_GPUS", raising=False)
     assert provenance_record("joint", tmp_path)["gpu_lease"] is None
@@ -127,7 +127,7 @@ def test_the_provenance_record_names_the_leased_devices(monkeypatch, tmp_path):
 
 
 def test_a_process_pins_itself_to_its_lease_and_its_ranks_do_not_lease_again(monkeypatch, tmp_path):
-    from pipeline import lease
+    from pipeline.execution import lease
 
     monkeypatch.setenv(FAKE_GPUS_ENV, "g0,g1")
     monkeypatch.setenv(LEASE_DIR_ENV, str(tmp_path))
@@ -165,7 +165,7 @@ def _file(tmp_path: Path) -> Path:
 ], ids=["a file", "under a file", "cannot be made"])
 def test_a_lease_folder_that_cannot_hold_the_locks_is_one_line(monkeypatch, tmp_path, folder):
     """Issue 43 D4: FileExistsError, NotADirectoryError or FileNotFoundError from the lease."""
-    from pipeline import lease
+    from pipeline.execution import lease
 
     monkeypatch.setenv(FAKE_GPUS_ENV, "g0")
     monkeypatch.setenv(LEASE_DIR_ENV, str(folder(tmp_path)))

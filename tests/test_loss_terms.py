@@ -9,7 +9,7 @@ from conftest import MIRROR
 from pipeline import losses
 from pipeline.config import TrainSettings
 from pipeline.errors import PipelineError
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import TwinTask
 from tiny_models import save_tiny_bert

@@ -16,7 +16,7 @@ from pipeline.models import WeightedTowers
 from pipeline.training.batching import (
     epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,
 )
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.resume import load_resume_state as _load_checkpoint, save_resume_state as _save_checkpoint
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import DistillTask, FrozenEnsemble, SimCSETask, TwinTask, distill_examples

@@ -20,7 +20,7 @@ import torch
 from transformers import AutoTokenizer
 from stages.common import stage_params
 from pipeline.config import OptimSettings
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import SimCSETask
 

@@ -15,7 +15,7 @@ from pipeline.config import OptimSettings
 from pipeline.modeling import TwinEncoder, load_backbone
 from pipeline.modeling.distributed import Shard, shard_dropout
 from pipeline.training.batching import pad_batch, shard_rows, tokenize_columns
-from pipeline.runtime import RunContext, run_context
+from pipeline.execution.runtime import RunContext, run_context
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import SimCSETask
 

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer
 from pipeline.config import OptimSettings
 from pipeline.errors import PipelineError
 from pipeline.modeling import SentenceEncoder
-from pipeline.runtime import RunContext, resolve_device
+from pipeline.execution.runtime import RunContext, resolve_device
 from pipeline.training.loop import COMPLETED_NOTE, RunSpec, train
 from pipeline.training import resume  # a module: on code without the lock only its tests fail
 from pipeline.training.tasks import SimCSETask

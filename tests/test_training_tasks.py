@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 from conftest import MIRROR, REPO_ROOT
 from pipeline import losses
 from pipeline.config import OptimSettings, TrainSettings
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.batching import pad_batch
 from pipeline.training.contract import TrainingTask
 from pipeline.training.loop import RunSpec, train

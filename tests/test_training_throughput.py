@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from pipeline.training import loop as training
 from pipeline.training.batching import TokenizedExamples, batch_loader, epoch_batches, pad_batch, tokenize_columns
 from pipeline.config import OptimSettings
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import RunSpec, make_optimizer, train, training_step, use_compile
 from pipeline.training.tasks import SimCSETask
 
@@ -109,7 +109,7 @@ def test_peak_memory_is_the_peak_not_the_current_rss():
     import numpy as np
     import psutil
 
-    from pipeline.runtime import peak_memory_mb
+    from pipeline.execution.runtime import peak_memory_mb
 
     def rss_mb() -> float:
         return psutil.Process().memory_info().rss / 2**20

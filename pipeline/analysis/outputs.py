@@ -69,7 +69,7 @@ def _sts_pairs(params: Params) -> tuple[list, list]:
 def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineAnalysis:
     """Analyse every trained model of the pipeline and write the files of reports/analysis/."""
     from pipeline.evaluation.store import pipeline_store
-    from pipeline.runtime import resolve_device
+    from pipeline.execution.runtime import resolve_device
 
     device = resolve_device(params.device)
     evaluation = params.eval

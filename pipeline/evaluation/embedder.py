@@ -17,7 +17,7 @@ from pipeline.data.sources import HUB_ID
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder
 from pipeline.modeling.encoder import SentenceEncoder, load_tokenizer, validate_pooler
-from pipeline.runtime import resolve_device
+from pipeline.execution.runtime import resolve_device
 from pipeline.settings_rules import validate_token_budget
 
 # `token_budget: auto`: padded tokens per batch by device. Measured on 2 CPU cores (MiniLM, 840 STS

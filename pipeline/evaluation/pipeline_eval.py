@@ -26,7 +26,7 @@ from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, s
 from pipeline.evaluation.store import EmbeddingStore, embedder_settings, model_tables
 from pipeline.evaluation.sts import load_tasks
 from pipeline.models import WeightedTowers, missing_towers, pipeline_models
-from pipeline.runtime import resolve_device
+from pipeline.execution.runtime import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def run_pipeline_evaluation(name: str, params: Params) -> PipelineEvaluation:
     """Evaluate a model of the pipeline (`evaluate_pipeline_model`) and write its files: the details
     (with the environment), the bootstrap scores, the provenance, the headline metrics, the MTEB results,
     as one set: all of them or none (`write_json_files_atomic`)."""
-    from pipeline.environment import evaluation_environment, provenance_file, provenance_record
+    from pipeline.execution.environment import evaluation_environment, provenance_file, provenance_record
     from pipeline.evaluation.sts import headline_scores
     from pipeline.io import write_json_files_atomic
 

@@ -30,13 +30,13 @@ from pipeline.config import BaselineSettings, OptimSettings, Params, PretrainSet
 from pipeline.data.download import sick_sentences, wiki_part
 from pipeline.data.readers import read_corpus
 from pipeline.data.sts_tasks import STS_BENCHMARK
-from pipeline.environment import environment_record, training_compute, training_data, write_provenance
+from pipeline.execution.environment import environment_record, training_compute, training_data, write_provenance
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score
 from pipeline.io import sha256_of, write_json_atomic, write_text_atomic
 from pipeline.modeling import load_tokenizer
 from pipeline.models import TOWER_NAMES, WeightedTowers, teacher_model
-from pipeline.runtime import resolve_device, run_context, with_precision
+from pipeline.execution.runtime import resolve_device, run_context, with_precision
 from pipeline.settings_rules import validate_precision
 from pipeline.training.batching import check_world_size
 from pipeline.training.contract import TrainingTask
@@ -354,7 +354,7 @@ def write_training_report(result: TrainingResult, metrics_path: Path, curve_path
 
     Only what the seed determines goes in: speed and memory vary from run to run, so they would
     make a rerun's dvc.lock differ from the committed one; the stage's summary line prints them and
-    the benchmark (`bench`) measures them. `environment` (`pipeline.environment.environment_record`:
+    the benchmark (`bench`) measures them. `environment` (`pipeline.execution.environment.environment_record`:
     where and how it ran, a function of the machine kind, the packages, params and data) goes in
     the details under "environment"."""
     details = {

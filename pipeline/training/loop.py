@@ -14,7 +14,7 @@ how the result is saved); `train` does the rest, in four phases read top to bott
 
 Batches come from `batching.py` (tokenised once per stage, seeded uniform random batches or
 length-bucketed ones, dynamic padding); device, seed and precision (the stage's `precision`
-setting: bf16/fp16 autocast on CUDA, fp16 with a gradient scaler, or fp32) from `pipeline.runtime`. The
+setting: bf16/fp16 autocast on CUDA, fp16 with a gradient scaler, or fp32) from `pipeline.execution.runtime`. The
 loss stays on the device: it is read to the host every `LOSS_READ_EVERY` steps, before an
 evaluation, before a checkpoint and at the end (`LossLog`), so the host never waits for the GPU
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
@@ -49,7 +49,7 @@ from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, write_text_atomic
 from pipeline.modeling import checkpoint_activations
 from pipeline.modeling.distributed import Shard, shard_dropout
-from pipeline.runtime import RunContext, peak_memory_mb, seed_everything
+from pipeline.execution.runtime import RunContext, peak_memory_mb, seed_everything
 from pipeline.training.batching import (
     Batch, TokenizedExamples, batch_loader, check_world_size, epoch_batches, steps_per_epoch, to_device,
 )

@@ -27,7 +27,7 @@ from tools.benchmark.timing import free_memory, synchronizer, time_interleaved
 from tools.benchmark.training_grid import step_record
 from pipeline.config import GaussianNegativesSettings
 from pipeline.errors import PipelineError
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 
 if TYPE_CHECKING:
     from pipeline.training.tasks import TwinTask

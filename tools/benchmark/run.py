@@ -25,9 +25,9 @@ from tools.benchmark.summary import NOTES, headline
 from tools.benchmark.training_grid import bench_training
 from tools.benchmark.translation import bench_translation
 from pipeline.config import Params
-from pipeline.environment import cpu_record
+from pipeline.execution.environment import cpu_record
 from pipeline.errors import PipelineError
-from pipeline.runtime import run_context, with_precision
+from pipeline.execution.runtime import run_context, with_precision
 
 SECTION_RUNNERS = {
     "training": bench_training,

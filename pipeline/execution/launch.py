@@ -6,10 +6,10 @@ is already a rank of a launch (LOCAL_RANK is set: started by this launcher or by
 
 1. reads how many processes the stage asks for: `PIPELINE_NPROC` (default 1, the papers' one GPU;
    `all` = every visible GPU; on a CPU machine a number starts that many gloo processes);
-2. leases that many GPUs and pins itself to them (`pipeline.lease`; nothing without GPUs);
+2. leases that many GPUs and pins itself to them (`pipeline.execution.lease`; nothing without GPUs);
 3. runs the stage here (one process), or starts N ranks of the same command with torch's elastic
    launcher (`torch.distributed.launcher.api.elastic_launch`, what `torchrun --standalone` runs).
-   Each rank joins the process group in `pipeline.runtime.run_context`; the training loop shards
+   Each rank joins the process group in `pipeline.execution.runtime.run_context`; the training loop shards
    the configured (global) batch over them and rank 0 alone writes outputs, checkpoints and records.
 
 Not a DVC param: the update equals one process's on the whole batch, dropout masks included
@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.lease import pin_leased_devices, visible_devices
+from pipeline.execution.lease import pin_leased_devices, visible_devices
 
 log = logging.getLogger(__name__)
 

@@ -32,11 +32,11 @@ import torch
 from pipeline import paths
 from pipeline.config import OptimSettings, Params
 from pipeline.io import sha256_of, write_json_atomic
-from pipeline.runtime import RunContext, resolve_device
+from pipeline.execution.runtime import RunContext, resolve_device
 
 # Distribution names, read with importlib.metadata (the installed versions, not the imported modules').
 PACKAGES = ("torch", "transformers", "tokenizers", "dvc")
-# The GPUs a stage process leased (`pipeline.lease` sets it; its launched ranks inherit it): which
+# The GPUs a stage process leased (`pipeline.execution.lease` sets it; its launched ranks inherit it): which
 # devices of the machine it ran on, for provenance (another run on the same machine kind leases another).
 LEASED_GPUS_ENV = "PIPELINE_LEASED_GPUS"
 # What a run writes while the pipeline runs: changes there do not make the code tree dirty.

@@ -7,7 +7,7 @@ file for the life of the process: the kernel releases it when the process ends, 
 (a killed holder frees its device; there is no stale lock to clean up). A process that finds every
 device taken waits and tries again. Having leased, it pins itself with `CUDA_VISIBLE_DEVICES`
 (before torch initialises CUDA; the launcher's ranks inherit it) and says which devices in
-`PIPELINE_LEASED_GPUS`, which the provenance record copies (`pipeline.environment`).
+`PIPELINE_LEASED_GPUS`, which the provenance record copies (`pipeline.execution.environment`).
 
 The visible devices are `PIPELINE_FAKE_GPUS` (a comma-separated stand-in for tests), else the
 entries of `CUDA_VISIBLE_DEVICES` when it is set, else the GPU UUIDs `nvidia-smi` lists (UUIDs name
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.environment import LEASED_GPUS_ENV
+from pipeline.execution.environment import LEASED_GPUS_ENV
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
