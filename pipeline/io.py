@@ -311,3 +311,22 @@ def read_json_entry(path: Path, is_valid: Callable[[Any], bool], what: str) -> A
         return value
 
     return read_cache_entry(path, read, what)
+
+
+def dotted_leaves(tree: Any, prefix: str = "", into_lists: bool = False) -> dict[str, Any]:
+    """The leaves of a JSON tree by dotted path (`train.gaussian.count`). A non-empty mapping is walked, an empty
+    one is a leaf; a list is a leaf (`eval.tasks`) unless `into_lists`, which walks it by index."""
+    leaves: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                walk(value, f"{path}{key}.")
+        elif into_lists and isinstance(node, list) and node:
+            for index, value in enumerate(node):
+                walk(value, f"{path}{index}.")
+        else:
+            leaves[path.removesuffix(".")] = node
+
+    walk(tree, prefix)
+    return leaves

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,8 +25,10 @@ from pathlib import Path
 import yaml
 
 from pipeline import paths
+from pipeline.io import dotted_leaves
 from pipeline.data.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
+from pipeline.git import git, git_text_or_none
 
 IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
 DEFAULT_FRACTION = 0.1
@@ -65,21 +66,17 @@ class Check:
 # --- reading ------------------------------------------------------------------------------------
 
 
-def git(root: Path, *arguments: str) -> str:
-    done = subprocess.run(["git", *arguments], cwd=root, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise PipelineError(f"git {' '.join(arguments)}: {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'failed'}")
-    return done.stdout
+def git_text(root: Path, *arguments: str) -> str:
+    return git(root, *arguments).decode()
 
 
 def resolve_ref(root: Path, ref: str) -> str:
     """The commit `ref` names; one line when it names none."""
-    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], cwd=root,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
+    commit = git_text_or_none(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if commit is None:
         raise PipelineError(f"--ref {ref!r}: no such commit in {root.resolve()} (give a branch, tag or commit "
                             "that holds the committed results, e.g. HEAD)")
-    return done.stdout.strip()
+    return commit.strip()
 
 
 class Revision:
@@ -87,7 +84,7 @@ class Revision:
 
     def __init__(self, root: Path, commit: str | None):
         self.root, self.commit = root, commit
-        self._listing = set(git(root, "ls-tree", "-r", "--name-only", commit).split()) if commit else None
+        self._listing = set(git_text(root, "ls-tree", "-r", "--name-only", commit).split()) if commit else None
         self._texts: dict[str, str | None] = {}  # each file read once: the records are compared three ways
 
     @property
@@ -100,7 +97,7 @@ class Revision:
     def text(self, path: str) -> str | None:
         if path not in self._texts:
             self._texts[path] = None if not self.exists(path) else (
-                git(self.root, "show", f"{self.commit}:{path}") if self.commit
+                git_text(self.root, "show", f"{self.commit}:{path}") if self.commit
                 else (self.root / path).read_text(encoding="utf-8"))
         return self._texts[path]
 
@@ -170,22 +167,13 @@ def inputs(stages: dict, history: set[str]) -> dict[str, str]:
             if not _derived(dep["path"], produced):
                 found[f"code or configuration {dep['path']}"] = dep.get("md5", "")
         for file, values in (stage.get("params") or {}).items():
-            for key, value in flatten(values).items():
+            for key, value in dotted_leaves(values, into_lists=True).items():
                 found[f"param {file}:{key}"] = json.dumps(value, sort_keys=True)
     data_stages = source_stages(stages, history)
     for (name, path), digest in outputs(stages).items():
         if name in data_stages:
             found[f"data {path} (stage {name})"] = digest
     return found
-
-
-def flatten(tree, prefix: str = "") -> dict[str, object]:
-    """Leaves of a JSON tree by dotted path."""
-    if isinstance(tree, dict):
-        return {path: value for key, sub in tree.items() for path, value in flatten(sub, f"{prefix}{key}.").items()}
-    if isinstance(tree, list):
-        return {path: value for index, sub in enumerate(tree) for path, value in flatten(sub, f"{prefix}{index}.").items()}
-    return {prefix.rstrip("."): tree}
 
 
 def history_stages(dvc_yaml: str) -> set[str]:
@@ -239,7 +227,7 @@ def environment_differences(expected: Revision, actual: Revision, keys: tuple[st
         for key in keys or [key for key in environment.keys() | current.keys() if key != "versions"]:
             if key in found or current.get(key) == environment.get(key):
                 continue
-            before, after = flatten(environment.get(key), f"{key}."), flatten(current.get(key), f"{key}.")
+            before, after = dotted_leaves(environment.get(key), f"{key}.", into_lists=True), dotted_leaves(current.get(key), f"{key}.", into_lists=True)
             leaves = [leaf for leaf in sorted(before.keys() | after.keys()) if before.get(leaf) != after.get(leaf)]
             found[key] = "; ".join(f"{leaf.rstrip('.')}: {after.get(leaf)!r} here vs {before.get(leaf)!r} in the "
                                    f"committed run" for leaf in leaves) + f" ({path})"
@@ -278,7 +266,7 @@ def score_leaves(details: dict) -> Iterator[tuple[str, str, float]]:
     for task, value in details.items():
         if task in ("environment", "bootstrap", "intervals"):
             continue
-        for path, leaf in flatten(value, f"{task}.").items():
+        for path, leaf in dotted_leaves(value, f"{task}.", into_lists=True).items():
             if _finite(leaf) and not isinstance(leaf, bool):
                 yield path, task, float(leaf)
 
@@ -307,9 +295,9 @@ def compare_scores(path: str, expected: dict, actual: dict, widths: dict[str, fl
 def compare_labels(path: str, expected: dict, actual: dict, check: Check) -> None:
     """Everything of a metrics file that is not a score (labels, counts) must be equal, the environment aside."""
     scores = {leaf for leaf, _, _ in score_leaves(expected)}
-    before = {key: value for key, value in flatten({k: v for k, v in expected.items() if k != "environment"}).items()
+    before = {key: value for key, value in dotted_leaves({k: v for k, v in expected.items() if k != "environment"}, into_lists=True).items()
               if key not in scores and not key.startswith("intervals.")}
-    after = flatten({k: v for k, v in actual.items() if k != "environment"})
+    after = dotted_leaves({k: v for k, v in actual.items() if k != "environment"}, into_lists=True)
     for key, value in before.items():
         if after.get(key, "missing") != value:
             check.problems.append(f"{path}: {key} = {after.get(key, 'missing')!r} vs committed {value!r}")
@@ -324,7 +312,7 @@ def claim_verdicts(claims: dict) -> dict[str, str]:
         return {str(entry.get("id")): str(entry.get("verdict")) for entry in entries if isinstance(entry, dict)}
     if isinstance(entries, dict):
         return {str(key): str(value.get("verdict") if isinstance(value, dict) else value) for key, value in entries.items()}
-    return {f"count of {key}": str(value) for key, value in flatten(claims.get("verdicts", {})).items()}
+    return {f"count of {key}": str(value) for key, value in dotted_leaves(claims.get("verdicts", {}), into_lists=True).items()}
 
 
 # --- the check ------------------------------------------------------------------------------------
@@ -410,8 +398,8 @@ def compare_results(expected: Revision, actual: Revision, fraction: float, check
             committed = {k: v for k, v in committed.items() if k not in EXACT_KEYS}
             current = {k: v for k, v in current.items() if k not in EXACT_KEYS}
         if exact:
-            now_leaves = flatten({k: v for k, v in current.items() if k != "environment"})
-            for key, value in flatten({k: v for k, v in committed.items() if k != "environment"}).items():
+            now_leaves = dotted_leaves({k: v for k, v in current.items() if k != "environment"}, into_lists=True)
+            for key, value in dotted_leaves({k: v for k, v in committed.items() if k != "environment"}, into_lists=True).items():
                 now = now_leaves.get(key, "missing")
                 if now != value:
                     check.problems.append(f"{path}: {key} = {now!r} vs committed {value!r}")

@@ -22,7 +22,6 @@ import os
 import platform
 import re
 import socket
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from pathlib import Path
 import torch
 
 from pipeline import paths
+from pipeline.git import git_text_or_none
 from pipeline.config import OptimSettings, Params
 from pipeline.io import sha256_of, write_json_atomic
 from pipeline.execution.runtime import RunContext, resolve_device
@@ -173,21 +173,13 @@ def evaluation_environment(params: Params) -> dict:
     return environment_record(resolve_device(params.device), params, training_data(params), EVALUATION_COMPUTE)
 
 
-def _git(*arguments: str, cwd: Path) -> str | None:
-    try:
-        done = subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, text=True, check=False)
-    except OSError:  # no git on this machine
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def provenance_record(stage: str, cwd: Path | None = None) -> dict:
     """What made a stage's outputs that is no function of code, data and params: the git commit
     (None outside a git checkout), whether tracked or new files other than the run's own outputs
     (`RUN_OUTPUTS`) differed from it, the host, the GPUs it leased (None: no lease) and the time."""
     cwd = cwd or Path.cwd()
-    commit = _git("rev-parse", "HEAD", cwd=cwd)
-    status = _git("status", "--porcelain", "--untracked-files=all", "--no-renames", cwd=cwd)
+    commit = git_text_or_none(cwd, "rev-parse", "HEAD")
+    status = git_text_or_none(cwd, "status", "--porcelain", "--untracked-files=all", "--no-renames")
     changed = [line[3:] for line in (status or "").splitlines()]
     return {
         "stage": stage,

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from pipeline.config import setting_default
+from pipeline.io import dotted_leaves
 from pipeline.paths import METRICS
 from pipeline.reporting.runs import Run, same_setting
 
@@ -28,17 +29,7 @@ _UNKNOWN = object()  # a setting a run lacks that has no default
 def flat_settings(params: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted leaf → value; lists are leaves (`eval.tasks`). Values go through JSON, so paths and
     tuples read as the text and lists params.yaml holds."""
-    flat: dict[str, Any] = {}
-
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, dict) and node:
-            for key, value in node.items():
-                walk(value, f"{prefix}{key}.")
-        else:
-            flat[prefix.removesuffix(".")] = node
-
-    walk(json.loads(json.dumps(params, default=str)), "")
-    return flat
+    return dotted_leaves(json.loads(json.dumps(params, default=str)))
 
 
 def changed_settings(params: Mapping[str, Any], baseline: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pipeline.io import dotted_leaves
 from pipeline.reporting.claims import VERDICTS, Verdict, verdict_counts, verdict_key
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.backbones import judged_backbone, title
@@ -212,16 +213,6 @@ VERDICT_LEGEND = (
 )
 
 
-def _flatten(record: dict, prefix: str = "") -> list[tuple[str, object]]:
-    pairs = []
-    for key, value in record.items():
-        if isinstance(value, dict) and value:
-            pairs += _flatten(value, f"{prefix}{key}.")
-        else:
-            pairs.append((f"{prefix}{key}", value))
-    return pairs
-
-
 NOT_RECORDED = "(not recorded)"
 
 
@@ -234,7 +225,7 @@ def environment_section(environments: dict[str, dict]) -> list[str]:
             "environment not recorded (no \"environment\" in reports/training/details/*.json or "
             "reports/metrics/details/*.json)", "",
         ]
-    facts = {path: dict(_flatten(record)) for path, record in environments.items()}
+    facts = {path: dotted_leaves(record) for path, record in environments.items()}
     keys = list(dict.fromkeys(key for record in facts.values() for key in record))
     common = [key for key in keys if len({repr(record.get(key, NOT_RECORDED)) for record in facts.values()}) == 1]
     differing = [key for key in keys if key not in common]

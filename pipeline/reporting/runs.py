@@ -27,6 +27,7 @@ import yaml
 from pipeline.config import setting_default
 from pipeline.data.sts_tasks import AVERAGE, SENTEVAL_STS_TASKS
 from pipeline.errors import PipelineError
+from pipeline.git import git
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
 from pipeline.reporting.inputs import check_report_data, check_run_files, read_report_file, read_report_text
 from pipeline.reporting.spec import ANALYSIS_PREFIX, MTEB_PREFIX, split_override
@@ -228,9 +229,9 @@ def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
     revision git cannot read gives none, with a warning naming it."""
     folders = [METRICS_DETAILS.as_posix(), METRICS_BOOTSTRAP.as_posix(), ANALYSIS.as_posix(), MTEB.as_posix()]
     try:
-        listed = _git(["ls-tree", "-r", "--name-only", rev, "--", *folders], root).decode().splitlines()
+        listed = git(root, "ls-tree", "-r", "--name-only", rev, "--", *folders).decode().splitlines()
         paths = [path for path in listed if path.endswith(".json") and path.rsplit("/", 1)[0] in folders]
-        rest = _git(["cat-file", "--batch"], root, "".join(f"{rev}:{path}\n" for path in paths).encode()) if paths else b""
+        rest = git(root, "cat-file", "--batch", stdin="".join(f"{rev}:{path}\n" for path in paths).encode()) if paths else b""
     except PipelineError as error:
         log.warning("%s; the run's details and analysis count as missing", error)
         return {}
@@ -241,18 +242,6 @@ def revision_files(rev: str, root: Path = Path(".")) -> dict[str, Any]:
         body, rest = rest[:size], rest[size + 1 :]
         files[path] = read_report_text(path, body, f"revision {rev[:7]}")
     return files
-
-
-def _git(arguments: list[str], root: Path, stdin: bytes | None = None) -> bytes:
-    command = ["git", *arguments]
-    try:
-        done = subprocess.run(command, cwd=root, input=stdin, capture_output=True, timeout=DVC_TIMEOUT_SECONDS)
-    except (FileNotFoundError, subprocess.TimeoutExpired) as error:
-        raise PipelineError(f"`git {arguments[0]}` could not run: {error}") from None
-    if done.returncode:
-        reason = next((line.strip() for line in done.stderr.decode(errors="replace").splitlines() if line.strip()), f"exit {done.returncode}")
-        raise PipelineError(f"`git {' '.join(arguments[:3])}` failed: {reason}")
-    return done.stdout
 
 
 def search_experiments(num_commits: int) -> ExperimentSearch:
