@@ -52,6 +52,7 @@ from pipeline.errors import PipelineError  # noqa: E402
 log = logging.getLogger("gpu_check")
 
 SKIPPED_NO_CUDA = "skipped: no CUDA"
+PAPER_BACKBONES = ("bert", "roberta")  # the papers' two backbones, each a conf/backbone/<name>.yaml
 # Dense bf16 tensor-core peaks (TFLOP/s, without sparsity) from NVIDIA's data sheets, by a substring of
 # torch.cuda.get_device_name; the first that matches wins (NVL before the plain names).
 BF16_PEAK_TFLOPS = (("H200 NVL", 835.0), ("H200", 989.4), ("H100 NVL", 835.0), ("H100 PCIe", 756.0), ("H100", 989.4))
@@ -149,7 +150,8 @@ def build_backbones(scratch: Path, mirror: Path, mode: Mode) -> dict[str, Path]:
     from pipeline.data.standin_models import build_standin
 
     folders = {}
-    for backbone, source in (("bert", "bert-base-uncased"), ("roberta", "roberta-base")):
+    for backbone in PAPER_BACKBONES:
+        source = paper_settings(backbone).backbone.source  # the hub id conf/backbone/<name>.yaml names
         shrink = mode.shrink
         if shrink is not None and backbone == "roberta":
             shrink = {**shrink, "vocab_size": ROBERTA_CPU_VOCAB}
@@ -158,6 +160,7 @@ def build_backbones(scratch: Path, mirror: Path, mode: Mode) -> dict[str, Path]:
     return folders
 
 
+@functools.cache
 def paper_settings(backbone: str):
     from pipeline.config import parse_params
     from tools.gpu_hours import compose_paper_params
@@ -658,7 +661,8 @@ def tiny_checks(scratch: Path, mirror: Path, sentences: list[str], device: torch
     from pipeline.data.standin_models import build_standin
 
     tiny = scratch / "tiny"
-    build_standin("bert-base-uncased", tiny, corpus_file(mirror), seed=0, shrink={**CPU_SHRINK, "num_hidden_layers": 2})
+    build_standin(paper_settings("bert").backbone.source, tiny, corpus_file(mirror), seed=0,
+                  shrink={**CPU_SHRINK, "num_hidden_layers": 2})
     sentences_file = scratch / "sentences.txt"
     sentences_file.write_text("\n".join(sentences[:64]) + "\n", encoding="utf-8")
     launched = run_launcher(device.type, tiny, sentences_file, scratch)

@@ -76,3 +76,14 @@ def test_the_layernorm_study_finds_the_other_layouts_layernorms(towers):
     assert count_layernorms(model) == 2 * 3
     drop_layernorms(model, 2)
     assert count_layernorms(model) == 2
+
+
+def test_a_checkpoint_saved_in_half_precision_loads_in_float32(tmp_path):
+    """transformers 5 loads in the dtype the config declares; the pipeline's weights are float32 whatever
+    a checkpoint says, so an fp16-saved model never trains in fp16 weights."""
+    folder = save_tiny_bert(tmp_path / "half", seed=1)
+    model = AutoModel.from_pretrained(folder).half()
+    model.save_pretrained(folder)
+    assert AutoModel.from_pretrained(folder).dtype == torch.float16  # what transformers alone would do
+    loaded = load_backbone(folder)
+    assert loaded.dtype == torch.float32 and {p.dtype for p in loaded.parameters()} == {torch.float32}

@@ -94,7 +94,10 @@ def load_backbone(path: str | Path, dropout: float | None = None, **options) -> 
     """A BERT-family model with its pooler layer (random if the checkpoint lacks one); the one loader
     of model folders: a corrupt or unreadable one is a one-line error (`model_folder_errors`).
     A model saved with LayerNorms removed (`dropped_layernorm_layers` in its config) gets the same
-    LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training."""
+    LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training.
+    The weights load in float32 whatever dtype the checkpoint's config declares (transformers 5 would
+    load an fp16-saved one in fp16 and train it so); lower precision is autocast's job (`precision`)."""
+    options = {"dtype": torch.float32, **options}
     with model_folder_errors(path):
         if not recorded_drop(path):
             model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
