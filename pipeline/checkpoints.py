@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm.auto import tqdm
 
 from pipeline import paths
-from pipeline.config import Params, describe_validation_error, read_yaml_file
+from pipeline.config import CheckpointSettings, Params, describe_validation_error, read_yaml_file
 from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.data.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, SENTEVAL_STS_TASKS
 from pipeline.settings_rules import POOLERS
@@ -301,16 +301,16 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
 
 
 @contextmanager
-def hub_endpoint(params: Params) -> Iterator[str | None]:
-    """The hub to download from: params' endpoint (null: HF_ENDPOINT or the public hub), or for
+def hub_endpoint(settings: CheckpointSettings, data_hub: str | None) -> Iterator[str | None]:
+    """The hub to download from: `data.hub_endpoint` (null: HF_ENDPOINT or the public hub), or for
     `checkpoints.source: standin` a loopback stand-in serving `checkpoints.standin_model` under `STANDIN_IDS`."""
-    if params.checkpoints.source != "standin":
-        yield params.data.hub_endpoint
+    if settings.source != "standin":
+        yield data_hub
         return
     from pipeline.data.hub_standin import hub_standin, model_files
     from pipeline.data.sources import PACKAGE_PREFIX, package_model_dir
 
-    model = params.checkpoints.standin_model
+    model = settings.standin_model
     folder = package_model_dir(model) if model.startswith(PACKAGE_PREFIX) else paths.setting_path(model)
     if not (folder / "config.json").is_file() or not (folder / WEIGHTS_FILE).is_file():
         raise PipelineError(f"checkpoints.standin_model={model}: {folder} is not a saved model with {WEIGHTS_FILE}")
@@ -337,7 +337,7 @@ def score_catalogue(params: Params, catalogue: Catalogue, cache_dir: Path = CACH
     # the evaluate stage's resamples (the same seed and pairs), so a row pairs with our models' bootstrap files
     resamples = draw_resamples(tasks, params.eval.bootstrap, params.seed) if params.eval.bootstrap else None
     results = {}
-    with hub_endpoint(params) as endpoint:
+    with hub_endpoint(params.checkpoints, params.data.hub_endpoint) as endpoint:
         for key, row in tqdm(rows.items(), desc="checkpoints", unit="row"):
             results[key] = score_row(key, row, params, tasks, endpoint, cache_dir, resamples)
     return {"source": settings.source, "scale": params.scale, "max_pairs": params.eval.max_pairs, "rows": results}

@@ -18,7 +18,7 @@ NAME = "download"
 def command(params: Path = ParamsOption) -> None:
     settings = stage_params(params)
     started = time.perf_counter()
-    result = download(settings)
+    result = download(settings.data, settings.backbone, settings.seed)
     summary(
         NAME,
         f"corpus {result.corpus_sentences} sentences (wiki {result.wiki_sentences} + SICK {result.sick_sentences}, "

@@ -27,7 +27,7 @@ def command(tower: str = typer.Option(..., help="tower name from params towers (
         raise PipelineError(f"unknown tower '{tower}'; the towers in {params} are: {', '.join(settings.towers)}")
     pivot, rtt = settings.towers[tower].lang, settings.rtt
     with translator_for(rtt) as translator:
-        result = translate_tower(tower, settings, translator)
+        result = translate_tower(tower, pivot, rtt, translator)
     misaligned = f", {result.misaligned_chunks} misaligned chunks asked again in halves" if result.misaligned_chunks else ""
     summary(
         NAME,

@@ -20,6 +20,12 @@ WIKI_URL_PATH = "datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_
 SENTEVAL_URL_PATH = "datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
 
 
+def download_params(params_dict: dict, root):
+    """`download` with the sections it reads from a params dict."""
+    settings = parse_params(params_dict)
+    return download(settings.data, settings.backbone, settings.seed, root)
+
+
 def _wiki_head(mirror, lines):
     with (mirror / "wiki1m" / "wiki1m_for_simcse.head.txt").open(encoding="utf-8") as handle:
         return [next(handle).rstrip("\n") for _ in range(lines)]
@@ -31,7 +37,7 @@ def test_build_corpus_deduplicates_in_first_seen_order():
 
 def test_download_from_mirror(tmp_path, mirror, tiny_params_dict):
     tiny_params_dict["data"]["wiki"]["limit"] = 300
-    summary = download(parse_params(tiny_params_dict), tmp_path)
+    summary = download_params(tiny_params_dict, tmp_path)
 
     corpus = (tmp_path / "raw" / "corpus.txt").read_text(encoding="utf-8").splitlines()
     assert corpus[:300] == list(dict.fromkeys(_wiki_head(mirror, 300)))[:300]
@@ -54,7 +60,7 @@ def test_download_from_mirror(tmp_path, mirror, tiny_params_dict):
 def test_download_without_sick(tmp_path, tiny_params_dict):
     tiny_params_dict["data"]["wiki"]["limit"] = 50
     tiny_params_dict["data"]["add_sick"] = False
-    summary = download(parse_params(tiny_params_dict), tmp_path)
+    summary = download_params(tiny_params_dict, tmp_path)
     assert summary.sick_sentences == 0
     assert len((tmp_path / "raw" / "corpus.txt").read_text().splitlines()) == summary.corpus_sentences <= 50
 
@@ -62,7 +68,7 @@ def test_download_without_sick(tmp_path, tiny_params_dict):
 def test_limit_beyond_the_mirror_sample_is_refused(tmp_path, tiny_params_dict):
     tiny_params_dict["data"]["wiki"]["limit"] = None
     with pytest.raises(PipelineError, match="holds only the first 11913 lines"):
-        download(parse_params(tiny_params_dict), tmp_path)
+        download_params(tiny_params_dict, tmp_path)
     assert not (tmp_path / "raw" / "corpus.txt").exists()
 
 
@@ -82,7 +88,7 @@ def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirr
     tiny_params_dict["data"]["wiki"]["limit"] = 25
     with hub_standin(files) as (endpoint, requested):
         tiny_params_dict["data"]["hub_endpoint"] = endpoint
-        summary = download(parse_params(tiny_params_dict), tmp_path)
+        summary = download_params(tiny_params_dict, tmp_path)
     assert f"GET {WIKI_URL_PATH}" in requested and f"GET {SENTEVAL_URL_PATH}" in requested
     assert summary.source == "canonical sources"
     assert (tmp_path / "raw" / "corpus.txt").read_text().splitlines() == list(dict.fromkeys(wiki.splitlines()[:25]))
@@ -132,7 +138,7 @@ def test_sick_splits_choose_the_sick_files_that_join_the_corpus(tmp_path, tiny_p
     for splits in (["train", "trial"], ["train", "trial", "test"]):
         tiny_params_dict["data"]["sick_splits"] = splits
         root = tmp_path / "-".join(splits)
-        sizes[len(splits)] = download(parse_params(tiny_params_dict), root).sick_sentences
+        sizes[len(splits)] = download_params(tiny_params_dict, root).sick_sentences
         corpus = set((root / "raw" / "corpus.txt").read_text(encoding="utf-8").splitlines())
         def sentences(name):
             return {s for p in read_sick(root / "raw" / "senteval" / "SICK" / name) for s in (p.sentence1, p.sentence2)}
@@ -220,7 +226,7 @@ def test_standin_hub_serves_the_papers_architectures_built_offline(tmp_path, tin
     tiny_params_dict["data"].update(hub_endpoint="standin", wiki={"limit": 300})
     tiny_params_dict["backbone"].update(name="roberta", source="roberta-base", uc_source="ffgcc/InfoCSE-bert-base", num_layers=2)
     with caplog.at_level("WARNING"):
-        download(parse_params(tiny_params_dict), tmp_path)
+        download_params(tiny_params_dict, tmp_path)
     assert "serving roberta-base, ffgcc/InfoCSE-bert-base from a loopback hub" in caplog.text
 
     roberta, uc = AutoConfig.from_pretrained(tmp_path / "backbone"), AutoConfig.from_pretrained(tmp_path / "uc")

@@ -19,7 +19,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from pipeline.config import Params
+from pipeline.config import BackboneSettings, DataSettings
 from pipeline.data.readers import read_sick
 from pipeline.data.sources import Mirror, fetch_backbone, fetch_hub_file
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
@@ -51,11 +51,11 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in handle)
 
 
-def _wiki_file(params: Params, mirror: Mirror | None, scratch: Path) -> Path:
+def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path) -> Path:
     """The Wiki1M file to read `limit` lines from: the mirror's full file or sample, or the hub's."""
-    limit = params.data.wiki.limit
+    limit = data.wiki.limit
     if mirror is None:
-        return fetch_hub_file(params.data.wiki.repo_id, params.data.wiki.filename, scratch / "wiki1m.txt", params.data.hub_endpoint)
+        return fetch_hub_file(data.wiki.repo_id, data.wiki.filename, scratch / "wiki1m.txt", data.hub_endpoint)
     if mirror.has(WIKI_FULL):
         return mirror.file(WIKI_FULL)
     sample = mirror.file(WIKI_SAMPLE)
@@ -75,18 +75,18 @@ def _read_wiki(path: Path, limit: int | None) -> list[str]:
     return [line for line in lines if line.strip()]
 
 
-def _fetch_senteval(params: Params, mirror: Mirror | None, destination: Path, scratch: Path) -> int:
+def _fetch_senteval(data: DataSettings, mirror: Mirror | None, destination: Path, scratch: Path) -> int:
     if mirror is not None:
         return mirror.copy_tree("senteval", destination)
     archive = fetch_hub_file(
-        params.data.senteval_repo_id, params.data.senteval_filename, scratch / "senteval.tar", params.data.hub_endpoint
+        data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint
     )
     extracted = scratch / "senteval"
     with tarfile.open(archive) as tar:
         tar.extractall(extracted, filter="data")  # the 'data' filter refuses links and paths outside
     roots = [path.parent for path in extracted.rglob("STS12-en-test") if path.parent.name == "STS"]
     if not roots:
-        raise PipelineError(f"{params.data.senteval_filename} has no STS/STS12-en-test folder; is it SimCSE's senteval.tar?")
+        raise PipelineError(f"{data.senteval_filename} has no STS/STS12-en-test folder; is it SimCSE's senteval.tar?")
     downstream = roots[0].parent
     count = 0
     with atomic_directory(destination) as temporary:
@@ -119,60 +119,61 @@ def wiki_part(corpus: Sequence[str], sick: Sequence[str]) -> list[str]:
 
 
 @contextmanager
-def _backbone_hub(params: Params, corpus: Path, raw: Path) -> Iterator[str | None]:
+def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, corpus: Path, raw: Path) -> Iterator[str | None]:
     """The hub the backbones come from: `data.hub_endpoint`, or with `standin` (the rehearsal) a
     loopback hub in this process serving the stand-ins of `pipeline.data.standin_models`."""
-    if params.data.hub_endpoint != STANDIN_HUB:
-        yield params.data.hub_endpoint
+    if data.hub_endpoint != STANDIN_HUB:
+        yield data.hub_endpoint
         return
     from pipeline.data.hub_standin import hub_standin, model_files
     from pipeline.data.standin_models import build_standin
 
-    revision = params.backbone.revision
+    revision = backbone.revision
     with scratch_directory(raw) as scratch:
         files = {}
-        for source in dict.fromkeys([params.backbone.source, params.backbone.uc_source]):
+        for source in dict.fromkeys([backbone.source, backbone.uc_source]):
             folder = scratch / source.replace("/", "--")
-            build_standin(source, folder, corpus, params.seed)
+            build_standin(source, folder, corpus, seed)
             files |= model_files(source, folder, revision)
         with hub_standin(files) as (endpoint, _):
             log.warning("data.hub_endpoint=standin: serving %s from a loopback hub at %s", ", ".join(dict.fromkeys(
-                [params.backbone.source, params.backbone.uc_source])), endpoint)
+                [backbone.source, backbone.uc_source])), endpoint)
             yield endpoint
 
 
-def download(params: Params, data_root: Path = paths.DATA) -> DownloadSummary:
-    """Fetch everything into the layout of `pipeline.paths`, under `data_root` instead of data/ when given."""
+def download(data: DataSettings, backbone: BackboneSettings, seed: int, data_root: Path = paths.DATA) -> DownloadSummary:
+    """Fetch everything into the layout of `pipeline.paths`, under `data_root` instead of data/ when given
+    (the `data` and `backbone` sections; `seed` builds the rehearsal's stand-in backbones)."""
 
     def at(path: Path) -> Path:
         return data_root / path.relative_to(paths.DATA)
 
     mirror = None
-    if params.data.mirror is not None:
-        mirror_root = setting_path(params.data.mirror)  # a queued experiment's copy reads the same mirror
+    if data.mirror is not None:
+        mirror_root = setting_path(data.mirror)  # a queued experiment's copy reads the same mirror
         if not mirror_root.is_dir():
             raise PipelineError(
-                f"data.mirror={params.data.mirror!r} is not a folder; point it at a mirror laid out like "
+                f"data.mirror={data.mirror!r} is not a folder; point it at a mirror laid out like "
                 "../shared/data, or set data.mirror: null to download from the canonical sources"
             )
         mirror = Mirror(mirror_root)
     raw, senteval = at(paths.RAW), at(paths.SENTEVAL)
     raw.mkdir(parents=True, exist_ok=True)
     with scratch_directory(raw) as scratch:
-        wiki = _read_wiki(_wiki_file(params, mirror, scratch), params.data.wiki.limit)
-        senteval_files = _fetch_senteval(params, mirror, senteval, scratch)
+        wiki = _read_wiki(_wiki_file(data, mirror, scratch), data.wiki.limit)
+        senteval_files = _fetch_senteval(data, mirror, senteval, scratch)
     if mirror is not None and mirror.has("raw"):
         mirror.copy_tree("raw", at(paths.ORIGINAL_BENCHMARKS))
     else:  # the canonical sources hold only the SentEval-processed form; say so instead of leaving a gap
         write_text_atomic(at(paths.ORIGINAL_BENCHMARKS) / "SOURCE.txt", "no original-release benchmarks: they come only from a mirror\n")
 
-    sick = sick_sentences(senteval, params.data.sick_splits) if params.data.add_sick else []
+    sick = sick_sentences(senteval, data.sick_splits) if data.add_sick else []
     corpus = build_corpus(wiki, sick)
     write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
 
-    with _backbone_hub(params, at(paths.CORPUS), raw) as endpoint:
-        fetch_backbone(params.backbone.source, at(paths.BACKBONE), params.backbone.revision, endpoint)
-        fetch_backbone(params.backbone.uc_source, at(paths.UC), params.backbone.revision, endpoint)
+    with _backbone_hub(data, backbone, seed, at(paths.CORPUS), raw) as endpoint:
+        fetch_backbone(backbone.source, at(paths.BACKBONE), backbone.revision, endpoint)
+        fetch_backbone(backbone.uc_source, at(paths.UC), backbone.revision, endpoint)
     return DownloadSummary(
         wiki_sentences=len(wiki),
         sick_sentences=len(set(sick)),

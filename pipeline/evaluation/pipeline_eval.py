@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from pipeline import paths
-from pipeline.config import Params
+from pipeline.config import EvalSettings, MtebSettings, Params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
 from pipeline.evaluation.store import EmbeddingStore, embedder_settings, model_tables
@@ -31,19 +31,18 @@ from pipeline.execution.runtime import resolve_device
 log = logging.getLogger(__name__)
 
 
-def mteb_suites(params: Params) -> list:
+def mteb_suites(settings: MtebSettings) -> list:
     """The selected suites of conf/mteb/, checked (unknown suite or task: one line) before any embedding work."""
     from pipeline.evaluation.mteb_suites import load_suites
 
-    return load_suites(params.eval.mteb.suite)
+    return load_suites(settings.suite)
 
 
-def mteb_results(params: Params, suites: list, towers: WeightedTowers, store: EmbeddingStore) -> dict:
+def mteb_results(settings: EvalSettings, suites: list, towers: WeightedTowers, store: EmbeddingStore) -> dict:
     """The suites' scores for one model (reports/mteb/<model>.json), cached per task under data/cache/mteb/;
     each task's sentences are the towers' rows from `store`, summed (`EmbeddingStore.model_rows`)."""
     from pipeline.evaluation.mteb_suites import CACHE_DIR, evaluate_suites, model_key
 
-    settings = params.eval
     items = settings.mteb.local_items
     cache = CACHE_DIR / model_key(towers, store.settings, items)
 
@@ -79,7 +78,7 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
 
     store = pipeline_store(params)
     tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)
-    suites = mteb_suites(params) if settings.mteb.enabled else []  # before any embedding work
+    suites = mteb_suites(settings.mteb) if settings.mteb.enabled else []  # before any embedding work
     table = model_tables({name: towers}, tasks, store)[name]
     resamples = draw_resamples(tasks, settings.bootstrap, params.seed) if settings.bootstrap else None
     results, scores = scores_with_intervals(table, tasks, resamples)
@@ -87,7 +86,7 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
     mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
     if suites:
-        mteb["suites"] = mteb_results(params, suites, towers, store)
+        mteb["suites"] = mteb_results(settings, suites, towers, store)
     log.info("evaluate %s: %s", name, store.counts.line())
     return {**results, **about, "max_pairs": settings.max_pairs}, mteb, bootstrap
 

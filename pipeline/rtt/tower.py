@@ -9,7 +9,7 @@ without writing, and a rerun asks only for what the cache still lacks.
 from __future__ import annotations
 
 from pipeline import paths
-from pipeline.config import Params, RttSettings
+from pipeline.config import RttSettings
 from pipeline.data.readers import read_corpus
 from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
@@ -28,10 +28,9 @@ def check_failures(result: RoundTripResult, settings: RttSettings) -> None:
         )
 
 
-def translate_tower(tower: str, params: Params, translator: Translator) -> RoundTripResult:
-    """Round-trip data/raw/corpus.txt through the tower's language into data/rtt/<tower>.txt (aligned
+def translate_tower(tower: str, pivot: str, settings: RttSettings, translator: Translator) -> RoundTripResult:
+    """Round-trip data/raw/corpus.txt through the tower's `pivot` language into data/rtt/<tower>.txt (aligned
     line by line, an empty line where a translation failed), caching in data/cache/rtt/<tower>.sqlite."""
-    settings = params.rtt
     corpus = read_corpus(paths.CORPUS)
     with TranslationCache(paths.rtt_cache(tower)) as cache:
         if cache.discarded_legacy:
@@ -39,7 +38,7 @@ def translate_tower(tower: str, params: Params, translator: Translator) -> Round
                 f"rtt: dropped {cache.discarded_legacy} per-sentence translations from {cache.path} "
                 "(a cache from before chunk keys; their answers depended on timing, see docs/method.md)"
             )
-        result = round_trip(corpus, params.towers[tower].lang, translator, cache, settings)
+        result = round_trip(corpus, pivot, translator, cache, settings)
     check_failures(result, settings)
     write_text_atomic(paths.rtt_file(tower), "".join(f"{line}\n" for line in result.translations))
     return result
