@@ -52,7 +52,6 @@ from pipeline.errors import PipelineError  # noqa: E402
 log = logging.getLogger("gpu_check")
 
 SKIPPED_NO_CUDA = "skipped: no CUDA"
-PAPER_BACKBONES = ("bert", "roberta")  # the papers' two backbones, each a conf/backbone/<name>.yaml
 # Dense bf16 tensor-core peaks (TFLOP/s, without sparsity) from NVIDIA's data sheets, by a substring of
 # torch.cuda.get_device_name; the first that matches wins (NVL before the plain names).
 BF16_PEAK_TFLOPS = (("H200 NVL", 835.0), ("H200", 989.4), ("H100 NVL", 835.0), ("H100 PCIe", 756.0), ("H100", 989.4))
@@ -148,6 +147,7 @@ def corpus_file(mirror: Path) -> Path:
 def build_backbones(scratch: Path, mirror: Path, mode: Mode) -> dict[str, Path]:
     """BERT-base and RoBERTa-base stand-ins (random weights; `mode.shrink` makes them small)."""
     from pipeline.data.standin_models import build_standin
+    from tools.gpu_hours import PAPER_BACKBONES
 
     folders = {}
     for backbone in PAPER_BACKBONES:

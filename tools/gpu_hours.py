@@ -39,6 +39,7 @@ from pipeline.training.loop import planned_steps
 WIKI1M_LINES = 1_000_000  # princeton-nlp's wiki1m_for_simcse.txt (data.wiki.limit: null)
 STSB_DEV_PAIRS = 1_500  # STS-B dev, what model selection scores every eval_every steps
 PAPER_SCALE = "paper"
+PAPER_BACKBONES = ("bert", "roberta")  # the papers' two backbones, each a conf/backbone/<name>.yaml
 METHOD = ("docs/tables.md: one Wiki1M epoch per training stage at the paper preset's batch sizes x measured s/step, "
           "+ STS-B dev evaluations, + one encoder pass over the seven test sets per evaluated tower; each dvc.yaml stage "
           "instance counted once over all tables (DVC's run cache), under the first table that needs it "
@@ -320,7 +321,7 @@ def paper_cost(measured: MeasuredCosts, tables_file: Path = Path("tables.yaml"),
         "precision": measured.precision,
         "tables": results,
         "gpu_hours_total": round(total, 1),
-        "per_run": {backbone: run_breakdown(plan_run(backbone, [], measured, conf, dvc_file)) for backbone in ("bert", "roberta")},
+        "per_run": {backbone: run_breakdown(plan_run(backbone, [], measured, conf, dvc_file)) for backbone in PAPER_BACKBONES},
         "not_counted": NOT_COUNTED,
         "method": METHOD,
     }
