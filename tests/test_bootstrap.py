@@ -25,7 +25,7 @@ from pipeline.evaluation.intervals import paired_interval, percentile_interval
 from pipeline.evaluation.store import EmbeddingStore, model_tables
 from pipeline.evaluation.sts import EmbeddingTable, load_tasks, task_sentences, task_similarities
 
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR, REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 SENTEVAL = MIRROR / "senteval"
@@ -129,7 +129,7 @@ def project(tmp_path_factory) -> Path:
     save_tiny_bert(root / "data" / "backbone", seed=5)
     (root / "data" / "raw").mkdir(parents=True, exist_ok=True)
     (root / "data" / "raw" / "senteval").symlink_to(SENTEVAL)
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw["device"] = "cpu"
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32, bootstrap=100)
     raw["eval"]["mteb"]["enabled"] = False

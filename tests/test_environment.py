@@ -28,7 +28,7 @@ from pipeline.errors import PipelineError
 from pipeline.execution.runtime import RunContext, run_context, with_precision
 from pipeline.training.loop import training_step
 
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR, REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 RECORD_KEYS = {"device", "gpu", "cpu", "versions", "threads", "precision", "compile", "world_size", "per_device_batch",
@@ -171,7 +171,7 @@ def project(tmp_path_factory) -> Path:
     (root / "data" / "raw" / "corpus.txt").write_text("\n".join(lines) + "\n")
     (root / "data" / "rtt").mkdir(parents=True)
     (root / "data" / "rtt" / "I.txt").write_text("\n".join(lines) + "\n")
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw["device"] = "cpu"
     raw["pretrain"].update(max_steps=2, eval_every=2, save_every=100)
     raw["eval"].update(max_pairs=100, batch_size=64, max_length=32)

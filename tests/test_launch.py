@@ -18,7 +18,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from conftest import MIRROR, REPO_ROOT
+from conftest import MIRROR, REPO_ROOT, tiny_preset
 from tiny_models import save_tiny_bert
 
 STAGE_TIMEOUT = 600  # a rendezvous that never completes must fail the test, not hang it
@@ -82,7 +82,7 @@ def make_project(root: Path) -> Path:
     (root / "data" / "raw" / "corpus.txt").write_text("\n".join(lines) + "\n")
     (root / "data" / "rtt").mkdir(parents=True)
     (root / "data" / "rtt" / "I.txt").write_text("\n".join(lines) + "\n")
-    raw = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())
+    raw = tiny_preset()
     raw.update(device="cpu", threads=1)
     # dropout on (SimCSE's augmentation): every rank draws the global batch's masks, as one process does
     # one dev evaluation, at the last step: a tiny random model's dev scores at steps 3 and 6 are a near
@@ -197,7 +197,7 @@ def test_a_killed_rank_fails_the_stage_in_one_line_and_the_rerun_resumes(runs, t
 
 
 def test_a_one_line_error_of_the_ranks_is_the_stage_s_one_line(tmp_path):
-    (tmp_path / "params.yaml").write_text((REPO_ROOT / "params.yaml").read_text())  # no corpus here
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(tiny_preset()))  # no corpus here
     done = run_stage(tmp_path, ["joint"], 2)
     assert done.returncode == 2
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.skipif(shutil.which("dvc") is None or shutil.which("git") is None, reason="needs dvc and git")
+# The project's environment first on PATH: `dvc` (and the stage's `python`) are the venv's, found
+# whether or not the venv is activated (the README's test command does not activate it).
+PATH = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 # The toy stage: "training" writes a model (a cached DVC output, like data/models/) and a metric.
 TRAIN = """
@@ -32,7 +33,7 @@ with open("trainings.log", "a") as log:  # outside git and DVC: counts the train
 
 def sh(*command: str, cwd: Path) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1"}
+           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1", "PATH": PATH}
     done = subprocess.run(list(command), cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, f"{' '.join(command)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
     return done.stdout

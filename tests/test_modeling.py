@@ -170,6 +170,17 @@ def test_from_pretrained_round_trip(tmp_path):
     assert torch.equal(twin.tower_I.pooler.dense.weight, encoder.model.pooler.dense.weight)
 
 
+def test_pickled_weights_are_never_loaded(tmp_path):
+    """A folder (or hub id) with only `pytorch_model.bin` is refused in one line: loading a pickle
+    can run code, and the project loads safetensors only."""
+    model = tiny_model("bert", 0)
+    model.save_pretrained(tmp_path / "pickled")  # transformers 5 writes safetensors only: make the pickle by hand
+    (tmp_path / "pickled" / "model.safetensors").unlink()
+    torch.save(model.state_dict(), tmp_path / "pickled" / "pytorch_model.bin")
+    with pytest.raises(PipelineError, match="could not load model .*pickled"):
+        SentenceEncoder.from_pretrained(str(tmp_path / "pickled"), pooler="avg")
+
+
 # ---- CAEL placement and validation ----------------------------------------------------------
 
 

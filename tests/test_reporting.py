@@ -23,7 +23,7 @@ from pipeline.reporting.runs import ExperimentSearch, Run, experiment_runs, metr
 from pipeline.reporting.spec import load_tables, parse_tables
 from pipeline.reporting.tables import Row, RunSource, build_table, check_override_keys
 
-from conftest import REPO_ROOT, committed_text
+from conftest import REPO_ROOT, committed_text, tiny_preset
 
 EXP_SHOW = json.loads((Path(__file__).parent / "fixtures" / "exp_show_cael.json").read_text())
 TABLES = load_tables(REPO_ROOT / "tables.yaml")
@@ -334,7 +334,7 @@ def test_an_override_of_an_unknown_setting_is_refused():
 
 
 def test_committed_specs_name_only_known_settings():
-    check_override_keys(TABLES, yaml.safe_load((REPO_ROOT / "params.yaml").read_text()))
+    check_override_keys(TABLES, tiny_preset())
 
 
 # --- the runs side by side (experiments.md) ------------------------------------------------------

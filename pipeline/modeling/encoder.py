@@ -97,7 +97,7 @@ def load_backbone(path: str | Path, dropout: float | None = None, **options) -> 
     LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training.
     The weights load in float32 whatever dtype the checkpoint's config declares (transformers 5 would
     load an fp16-saved one in fp16 and train it so); lower precision is autocast's job (`precision`)."""
-    options = {"dtype": torch.float32, **options}
+    options = {"dtype": torch.float32, "use_safetensors": True, **options}
     with model_folder_errors(path):
         if not recorded_drop(path):
             model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
