@@ -8,8 +8,9 @@ committed results") and exits 0 on the first two:
 - equivalent: the inputs (code, data, params, the requirements lock) are the same, the machine differs, every
   claim's verdict is unchanged and every score moved by at most --fraction of its 95% half-width (the largest
   ratio is printed with where it occurs);
-- not reproduced: exit 1, naming the first input, output or metric that differs.
-Bad arguments or a missing dvc.lock: one line, exit 2.
+- not reproduced: exit 1, naming the first input, output or metric that differs — or the first file in the
+  workspace that is not what dvc.lock (outputs, code, params: hashed here) or git's HEAD records.
+Bad arguments (a missing --root) or a missing dvc.lock: one line, exit 2.
 
     python scripts/check_reproduction.py [--ref HEAD] [--fraction 0.1]
 """

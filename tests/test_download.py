@@ -112,6 +112,25 @@ def test_offline_without_mirror_fails_with_one_clear_line(tmp_path, tiny_params_
     assert not (tmp_path / "data" / "raw" / "corpus.txt").exists()
 
 
+def test_non_utf8_bytes_in_the_mirrors_wiki1m_are_one_line_naming_file_and_line(tmp_path, tiny_params_dict):
+    """The mirror's Wiki1M is decoded as the corpus readers decode: a bad byte is `file:line: not valid
+    UTF-8`, exit 2, never a UnicodeDecodeError traceback."""
+    wiki = tmp_path / "mirror" / "wiki1m" / "wiki1m_for_simcse.head.txt"
+    wiki.parent.mkdir(parents=True)
+    wiki.write_bytes("one\ntwo\ncaf\xe9\nfour\n".encode("latin-1"))
+    tiny_params_dict["data"].update(mirror=str(tmp_path / "mirror"), wiki={"limit": 4})
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(tiny_params_dict))
+    result = subprocess.run(
+        [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
+        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "UnicodeDecodeError" not in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert f"{wiki}:3: not valid UTF-8 (invalid continuation byte)" in line
+
+
 def test_mirror_file_with_wrong_checksum_is_refused(tmp_path):
     (tmp_path / "a.txt").write_text("changed\n")
     (tmp_path / "SHA256SUMS").write_text("# sums\n" + "0" * 64 + "  ./a.txt\n")

@@ -33,7 +33,7 @@ def _bag_of_words(batch: list[str]) -> np.ndarray:
 
 def test_local_stsb_through_mteb_matches_our_evaluator():
     mteb_score = run_mteb(_bag_of_words, [LocalSTSBenchmark(RAW_STSB, max_pairs=PAIRS)], batch_size=32)
-    same_pairs = StsTask("STSBenchmark", {"test": read_stsb(RAW_STSB / "sts-test.csv")[:PAIRS]})
+    same_pairs = StsTask("STSBenchmark", {"test": read_stsb(RAW_STSB / "sts-test.csv", original=True)[:PAIRS]})
     ours = evaluate_embedder(_bag_of_words, [same_pairs])["STSBenchmark"]["test"]
     assert mteb_score["LocalSTSBenchmark"] == pytest.approx(ours, abs=1e-6)
 
@@ -155,7 +155,7 @@ def test_a_corrupt_cached_task_result_is_named_discarded_and_recomputed(tiny_emb
 
 
 def test_local_tasks_are_built_from_the_mirror_as_described():
-    stsb = read_stsb(RAW_STSB / "sts-test.csv")
+    stsb = read_stsb(RAW_STSB / "sts-test.csv", original=True)
     retrieval = LOCAL_TASKS["LocalSTSBRetrieval"](RAW_STSB, None)
     retrieval.load_data()
     split = retrieval.dataset["default"]["test"]

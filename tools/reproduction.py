@@ -29,6 +29,7 @@ from pipeline.io import dotted_leaves
 from pipeline.data.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
 from pipeline.git import git, git_text_or_none
+from tools.workspace import workspace_differences
 
 IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
 DEFAULT_FRACTION = 0.1
@@ -322,12 +323,20 @@ def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_
     if not (isinstance(fraction, (int, float)) and math.isfinite(fraction) and 0 < fraction <= 1):
         raise PipelineError(f"--fraction {fraction!r}: must be a number in (0, 1], the share of a score's 95% "
                             f"half-width it may move (default {DEFAULT_FRACTION})")
+    if not root.is_dir():
+        raise PipelineError(f"--root {root}: no such folder (give the repository's root, the folder holding dvc.lock)")
     expected, actual = Revision(root, resolve_ref(root, ref)), Revision(root, None)
     expected_stages, actual_stages = expected.lock(), actual.lock()
     check = Check()
     if not outputs(expected_stages):
         raise PipelineError(f"dvc.lock at {ref} has no outputs to compare: is it the commit of the results?")
 
+    # the lock describes the run only if the files here are what it records: else nothing below can be trusted
+    stale = workspace_differences(root)
+    if stale:
+        check.verdict, check.problems = f"{NOT_REPRODUCED} (the workspace is not what the run recorded)", stale
+        check.lines.append(f"first file that differs from dvc.lock or git: {stale[0]}")
+        return check
     skipped = history_stages(actual.text("dvc.yaml") or "")
     differing_inputs = input_differences(expected, actual, expected_stages, actual_stages, skipped)
     if differing_inputs:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
-from pipeline.data.readers import read_sick
+from pipeline.data.readers import first_non_utf8_line, read_sick
 from pipeline.data.sources import Mirror, fetch_backbone, fetch_hub_file
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
@@ -70,8 +70,12 @@ def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path) -> Path
 
 
 def _read_wiki(path: Path, limit: int | None) -> list[str]:
-    with path.open(encoding="utf-8") as handle:
-        lines = [line.rstrip("\r\n") for line in islice(handle, limit)]
+    try:
+        with path.open(encoding="utf-8") as handle:
+            lines = [line.rstrip("\r\n") for line in islice(handle, limit)]
+    except UnicodeDecodeError as error:
+        # named as the corpus readers name it: file, line and what is wrong, one line
+        raise first_non_utf8_line(path) or PipelineError(f"{path}: not valid UTF-8 ({error.reason})") from None
     return [line for line in lines if line.strip()]
 
 

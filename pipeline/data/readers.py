@@ -37,6 +37,22 @@ def missing_data_error(path: Path) -> MalformedDataError:
     return MalformedDataError(f"{path} does not exist; the download stage produces it (`dvc repro download`)")
 
 
+def _not_utf8(path: Path, line_number: int, error: UnicodeDecodeError) -> MalformedDataError:
+    return MalformedDataError(f"{path}:{line_number}: not valid UTF-8 ({error.reason})")
+
+
+def first_non_utf8_line(path: Path) -> MalformedDataError | None:
+    """Where a file that text-mode reading refused is not UTF-8, as the readers name it (`file:line: not
+    valid UTF-8`), read line by line (a large corpus need not fit in memory); None where it is UTF-8."""
+    with Path(path).open("rb") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")  # a line end never falls inside a UTF-8 character
+            except UnicodeDecodeError as error:
+                return _not_utf8(path, line_number, error)
+    return None
+
+
 def _read_lines(path: Path) -> list[str]:
     """The lines of a UTF-8 file without their line ends (LF or CRLF)."""
     path = Path(path)
@@ -46,8 +62,7 @@ def _read_lines(path: Path) -> list[str]:
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as error:
-        line_number = content.count(b"\n", 0, error.start) + 1
-        raise MalformedDataError(f"{path}:{line_number}: not valid UTF-8 ({error.reason})") from None
+        raise _not_utf8(path, content.count(b"\n", 0, error.start) + 1, error) from None
     # Split on LF only: str.splitlines would also break at characters such as U+2028 inside a sentence.
     lines = text.split("\n")
     if lines[-1] == "":
@@ -91,11 +106,13 @@ def _normalise(sentence: str) -> str:
     return " ".join(sentence.split())
 
 
-def read_sts_subset(input_path: Path | str, gs_path: Path | str) -> list[ScoredPair]:
+def read_sts_subset(input_path: Path | str, gs_path: Path | str, sources: bool = False) -> list[ScoredPair]:
     """One SemEval STS subset: `STS.input.<subset>.txt` (sentence pairs) + `STS.gs.<subset>.txt` (gold).
 
-    Pairs whose gold line is empty were not scored by the organisers and are skipped. Raw STS16
-    inputs carry the two sentences' sources as two extra columns; they are accepted and ignored.
+    Pairs whose gold line is empty were not scored by the organisers and are skipped. Every input line has
+    exactly 2 columns (the SentEval files, as the raw STS12–15 releases), or 4 with `sources` (the raw STS16
+    release adds the sentences' sources): a tab inside a sentence makes another count and is refused, never
+    read as other sentences.
     """
     input_path, gs_path = Path(input_path), Path(gs_path)
     input_lines, gold_lines = _read_lines(input_path), _read_lines(gs_path)
@@ -105,9 +122,10 @@ def read_sts_subset(input_path: Path | str, gs_path: Path | str) -> list[ScoredP
             f"{shorter}:{min(len(input_lines), len(gold_lines)) + 1}: line missing; "
             f"{input_path.name} has {len(input_lines)} lines but {gs_path.name} has {len(gold_lines)}"
         )
+    count, layout = (4, "sentence1, sentence2, source1, source2") if sources else (2, "sentence1, sentence2")
     pairs = []
     for line_number, (input_line, gold_line) in enumerate(zip(input_lines, gold_lines), start=1):
-        columns = _columns(input_path, line_number, input_line, (2, 4), "sentence1, sentence2[, source1, source2]")
+        columns = _columns(input_path, line_number, input_line, (count,), layout)
         if not gold_line.strip():
             continue
         score = _score(gs_path, line_number, gold_line.strip())
@@ -115,24 +133,36 @@ def read_sts_subset(input_path: Path | str, gs_path: Path | str) -> list[ScoredP
     return pairs
 
 
-def read_stsb(path: Path | str) -> list[ScoredPair]:
-    """STS-B rows: genre, file, year, id, score, sentence1, sentence2[, source1, source2]."""
-    path = Path(path)
-    pairs = []
-    for line_number, line in enumerate(_read_lines(path), start=1):
-        columns = _columns(path, line_number, line, (7, 9), "genre, file, year, id, score, sentence1, sentence2[, sources]")
-        pairs.append(ScoredPair(_normalise(columns[5]), _normalise(columns[6]), _score(path, line_number, columns[4])))
-    return pairs
+# The original STS-B release (the mirror's raw/STSBenchmark) adds the two sentences' sources to the rows of
+# 2016, and only to those: 9 columns there, 7 elsewhere. The SentEval files have 7 on every row.
+STSB_SOURCES_YEAR = "2016"
+STSB_LAYOUT = "genre, file, year, id, score, sentence1, sentence2"
 
 
-def read_stsb_genres(path: Path | str) -> list[tuple[str, str]]:
-    """(genre, sentence1) of each STS-B row: main-captions, main-news or main-forums."""
-    path = Path(path)
+def _stsb_rows(path: Path, original: bool) -> list[tuple[int, list[str]]]:
+    """(line number, columns) of each STS-B row; a row with another column count than its form has is refused."""
     rows = []
     for line_number, line in enumerate(_read_lines(path), start=1):
-        columns = _columns(path, line_number, line, (7, 9), "genre, file, year, id, score, sentence1, sentence2[, sources]")
-        rows.append((columns[0], _normalise(columns[5])))
+        columns = line.split("\t")
+        with_sources = original and len(columns) > 2 and columns[2] == STSB_SOURCES_YEAR
+        layout = STSB_LAYOUT + (", source1, source2" if with_sources else "")
+        if not with_sources and original:
+            layout += f" (sources only on {STSB_SOURCES_YEAR} rows)"
+        rows.append((line_number, _columns(path, line_number, line, (9,) if with_sources else (7,), layout)))
     return rows
+
+
+def read_stsb(path: Path | str, original: bool = False) -> list[ScoredPair]:
+    """STS-B rows: genre, file, year, id, score, sentence1, sentence2 (+ source1, source2 on the 2016 rows
+    of the `original` release)."""
+    path = Path(path)
+    return [ScoredPair(_normalise(columns[5]), _normalise(columns[6]), _score(path, line_number, columns[4]))
+            for line_number, columns in _stsb_rows(path, original)]
+
+
+def read_stsb_genres(path: Path | str, original: bool = False) -> list[tuple[str, str]]:
+    """(genre, sentence1) of each STS-B row: main-captions, main-news or main-forums."""
+    return [(columns[0], _normalise(columns[5])) for _, columns in _stsb_rows(Path(path), original)]
 
 
 def read_sick(path: Path | str) -> list[ScoredPair]:

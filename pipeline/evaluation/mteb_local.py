@@ -74,7 +74,7 @@ class _MirrorTask:
         self.items = items
 
     def paraphrases(self) -> list[tuple[str, str]]:
-        pairs = read_stsb(self.raw_dir / "sts-test.csv")
+        pairs = read_stsb(self.raw_dir / "sts-test.csv", original=True)
         chosen = [(pair.sentence1, pair.sentence2) for pair in pairs if pair.score >= PARAPHRASE_SCORE]
         return evenly(list(dict.fromkeys(chosen)), self.items)
 
@@ -89,7 +89,7 @@ class LocalSTSBGenreClassification(_MirrorTask, AbsTaskClassification):
     def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
         # the train file spells "main-forum", the test file "main-forums"
         splits = {
-            split: [(genre.removesuffix("s"), text) for genre, text in evenly(read_stsb_genres(self.raw_dir / f"sts-{split}.csv"), self.items)]
+            split: [(genre.removesuffix("s"), text) for genre, text in evenly(read_stsb_genres(self.raw_dir / f"sts-{split}.csv", original=True), self.items)]
             for split in ("train", "test")
         }
         genres = sorted({genre for rows in splits.values() for genre, _ in rows})

@@ -100,7 +100,7 @@ class LocalSTSBenchmark(AbsTaskSTS):
         self.max_pairs = max_pairs
 
     def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
-        pairs = read_stsb(self.raw_dir / "sts-test.csv")[: self.max_pairs]
+        pairs = read_stsb(self.raw_dir / "sts-test.csv", original=True)[: self.max_pairs]
         columns = {
             "sentence1": [pair.sentence1 for pair in pairs],
             "sentence2": [pair.sentence2 for pair in pairs],
