@@ -38,6 +38,7 @@ from pipeline.config import CheckpointSettings, Params, describe_validation_erro
 from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.data.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, SENTEVAL_STS_TASKS
 from pipeline.settings_rules import POOLERS
+from pipeline.data.sources import COMMIT
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
 from pipeline.evaluation.store import model_tables
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 METRIC_OF_COLUMN = {task.short_name: (task.name, task.reported) for task in SENTEVAL_STS_TASKS} | {AVERAGE_SHORT_NAME: (AVERAGE,)}
 COLUMNS = tuple(METRIC_OF_COLUMN)
 TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
-COMMIT = re.compile(r"[0-9a-f]{40}")
 CACHE = paths.DATA / "cache" / "checkpoints"
 # The evaluator's code: a change to it invalidates the cached results.
 EVALUATOR_SOURCES = tuple(

@@ -64,6 +64,7 @@ class WikiSettings(Section):
     limit: int | None = Field(None, ge=1, description="first N lines of Wiki1M; null = all 1M")
     repo_id: str = "princeton-nlp/datasets-for-simcse"
     filename: str = "wiki1m_for_simcse.txt"
+    revision: str | None = Field(None, description="the hub commit (40 hex) to fetch it at; null = not pinned: a hub download is refused")
 
 
 class DataSettings(Section):
@@ -76,6 +77,7 @@ class DataSettings(Section):
     )
     senteval_repo_id: str = "princeton-nlp/datasets-for-simcse"
     senteval_filename: str = "senteval.tar"
+    senteval_revision: str | None = Field(None, description="the hub commit (40 hex) of senteval.tar; null = not pinned: a hub download is refused")
     hub_endpoint: str | None = Field(
         None, description="Hugging Face hub URL; null = HF_ENDPOINT or the public hub; standin = the backbones built "
         "offline (real configurations, random weights) and served by a loopback hub in the download stage (rehearsal)",
@@ -89,9 +91,11 @@ class BackboneSettings(Section):
         None, description="the papers' backbone (a preset of conf/backbone/) whose claims a smaller scale judges on this one"
     )
     source: str = Field(description="'package:<python package>' or a Hugging Face hub id")
-    revision: str = "main"
+    revision: str | None = Field(None, description="the hub commit (40 hex) of `source`; null for a package source "
+                                 "(the lock pins the package) or not pinned: a hub download is refused")
     num_layers: int = Field(ge=1)
     uc_source: str = Field(description="the existing unsupervised checkpoint of the UC ensemble")
+    uc_revision: str | None = Field(None, description="the hub commit (40 hex) of `uc_source`; null as for `revision`")
     uc_weight: float = Field(ge=0.0, le=1.0, description="w of the UC ensemble of a TNCSE twin")
     jtcse_uc_weight: float | None = Field(None, ge=0.0, le=1.0, description="w for a JTCSE twin; null = uc_weight")
 

