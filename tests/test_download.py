@@ -1,3 +1,4 @@
+import hashlib
 import io
 import os
 import subprocess
@@ -120,6 +121,8 @@ def test_non_utf8_bytes_in_the_mirrors_wiki1m_are_one_line_naming_file_and_line(
     wiki = tmp_path / "mirror" / "wiki1m" / "wiki1m_for_simcse.head.txt"
     wiki.parent.mkdir(parents=True)
     wiki.write_bytes("one\ntwo\ncaf\xe9\nfour\n".encode("latin-1"))
+    digest = hashlib.sha256(wiki.read_bytes()).hexdigest()  # the mirror vouches for the bytes: decoding is what fails
+    (tmp_path / "mirror" / "SHA256SUMS").write_text(f"{digest}  ./wiki1m/wiki1m_for_simcse.head.txt\n")
     tiny_params_dict["data"].update(mirror=str(tmp_path / "mirror"), wiki={"limit": 4})
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(tiny_params_dict))
