@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pipeline.errors import PipelineError
 from pipeline.execution.lease import pin_leased_devices, visible_devices
+from pipeline.execution.runtime import LOOPBACK, loopback_store
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +109,17 @@ def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
     logs = Path(tempfile.mkdtemp(prefix=f"pipeline-{stage}-ranks-"))
     # rank 0's stdout (the summary line) to the console; everything else of every rank to files
     redirects = {rank: Std.ALL for rank in range(1, count)} | {0: Std.ERR}
+    rendezvous = loopback_store()  # held for the launch: its rendezvous reuses this server
     config = LaunchConfig(
         min_nodes=1, max_nodes=1, nproc_per_node=count, run_id=f"{stage}-{os.getpid()}",
-        rdzv_backend="c10d", rdzv_endpoint="localhost:0",  # a free port on this machine, as torchrun --standalone
+        **one_machine_rendezvous(rendezvous.port),
         max_restarts=0,  # a restart would start over from the last checkpoint by itself; the rerun does that
         logs_specs=DefaultLogsSpecs(log_dir=str(logs), redirects=redirects),
     )
     os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # the ranks inherit it: they die with this process
+    # no store the agent would host for the ranks on every interface: rank 0 hosts theirs on the
+    # loopback (`pipeline.execution.runtime.process_group_store`)
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     log.info("%s: %d processes (torch.distributed); their logs in %s", stage, count, logs)
     logging.disable(logging.ERROR)  # the launcher's own failure logs: the one line below says it
     try:
@@ -135,6 +140,14 @@ def launch_ranks(count: int, arguments: Sequence[str], stage: str) -> None:
         ) from None
     finally:
         logging.disable(logging.NOTSET)
+        del rendezvous
+
+
+def one_machine_rendezvous(port: int) -> dict:
+    """The launch settings of a run on this machine alone: the rendezvous on the loopback at `port`
+    (hosted here), and the loopback as the ranks' MASTER_ADDR."""
+    return {"rdzv_backend": "c10d", "rdzv_endpoint": f"{LOOPBACK}:{port}", "rdzv_configs": {"is_host": True},
+            "local_addr": LOOPBACK}
 
 
 def _how(exitcode: int, signal_name: str) -> str:

@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import resource
+import socket
 import sys
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
@@ -70,13 +71,48 @@ def resolve_device(requested: str) -> torch.device:
     return torch.device("cuda", local_rank)
 
 
+# One machine: the rendezvous and the process group's store listen here alone. torch's own stores
+# bind every interface, so another machine could reach (and disturb) a run's coordination ports.
+LOOPBACK = "127.0.0.1"
+
+
+def loopback_store(port: int = 0, world_size: int | None = None, wait_for_workers: bool = False):
+    """A torch TCPStore server that listens on the loopback alone (torch's binds every interface):
+    on a socket bound here and handed to it (the store closes it). Multi-tenant: the launcher's
+    rendezvous, asking for a store on its port, reuses this one."""
+    from torch.distributed import TCPStore
+
+    listener = socket.create_server((LOOPBACK, port), backlog=128)
+    bound = listener.getsockname()[1]
+    return TCPStore(LOOPBACK, bound, world_size, is_master=True, multi_tenant=True,
+                    wait_for_workers=wait_for_workers, master_listen_fd=listener.detach())
+
+
+def process_group_store(world_size: int):
+    """The process group's store when the ranks run on this machine alone (MASTER_ADDR is the
+    loopback, as `pipeline.execution.launch` sets it): rank 0 hosts it on the loopback only, where
+    torch's `env://` store would listen on every interface. None otherwise (torch's own, e.g. torchrun
+    across machines, or the launcher's agent store)."""
+    if os.environ.get("MASTER_ADDR") != LOOPBACK or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return None
+    port = int(os.environ["MASTER_PORT"])
+    if int(os.environ["RANK"]) == 0:
+        return loopback_store(port, world_size, wait_for_workers=True)
+    return torch.distributed.TCPStore(LOOPBACK, port, world_size, is_master=False)
+
+
 def run_context(requested_device: str) -> RunContext:
     """Set up the device and, when launched by torchrun (WORLD_SIZE > 1), the process group."""
     device = resolve_device(requested_device)
     world_size = int(os.environ.get("WORLD_SIZE", 1))
     rank = 0
     if world_size > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        store = process_group_store(world_size)
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        if store is None:
+            torch.distributed.init_process_group(backend)
+        else:
+            torch.distributed.init_process_group(backend, store=store, rank=int(os.environ["RANK"]), world_size=world_size)
         rank = torch.distributed.get_rank()
     if device.type == "cuda":
         torch.cuda.set_device(device)
