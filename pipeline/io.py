@@ -2,7 +2,8 @@
 
 Every output of the pipeline goes through here: a temporary twin is written first and renamed onto
 the destination only on success, so a killed stage leaves its previous output or none, never half
-a file. Temporaries live in the scratch folder `.tmp/` at the project root (see `SCRATCH`).
+a file. Temporaries live in the scratch folder `.tmp/` at the project root (see `SCRATCH`), named
+`pipeline-tmp-<pid>-…`: the sweep of a killed run's leftovers removes nothing else.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 import secrets
 import shutil
 import zipfile
@@ -27,8 +29,14 @@ T = TypeVar("T")
 
 # Temporary files and folders of atomic writes under the project root live here, not beside their
 # destination: never inside a DVC output folder (or a git-tracked one such as reports/tables/),
-# and leftovers of a killed run are swept by the next write (`_sweep_scratch`).
+# and leftovers of a killed run are swept by the next write (`_sweep_scratch`). The project is the
+# working directory when it holds dvc.yaml (DVC runs every stage there); a stage run from elsewhere
+# (the home folder, with --output) keeps its temporaries beside their destination, hidden.
 SCRATCH = Path(".tmp")
+PROJECT_MARKER = "dvc.yaml"
+# Every temporary's name starts so: the sweep removes these alone (a user's `.tmp/2024-backup/` is theirs).
+TEMPORARY_PREFIX = "pipeline-tmp-"
+_SWEPT_NAME = re.compile(rf"{TEMPORARY_PREFIX}(\d+)-")
 PID_MAX = 2**22  # Linux's PID_MAX_LIMIT: a larger number in a scratch name is no process of ours
 
 
@@ -43,23 +51,34 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _sweep_scratch(scratch: Path) -> None:
-    """Remove what processes that no longer run left in the scratch folder (names start `<pid>-`)."""
-    for entry in scratch.glob("*-*"):
-        pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and 0 < int(pid) <= PID_MAX and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+    """Remove what processes that no longer run left in the scratch folder: `pipeline-tmp-<pid>-…`
+    entries alone, whatever else lies there."""
+    for entry in scratch.glob(f"{TEMPORARY_PREFIX}*"):
+        match = _SWEPT_NAME.match(entry.name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if 0 < pid <= PID_MAX and pid != os.getpid() and not _pid_alive(pid):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+
+
+def project_scratch() -> Path | None:
+    """The project's scratch folder (`.tmp/` beside dvc.yaml in the working directory), or None
+    when the working directory is no project of this pipeline."""
+    cwd = Path.cwd()
+    return cwd / SCRATCH if (cwd / PROJECT_MARKER).is_file() else None
 
 
 def _temporary_name(destination: Path) -> Path:
     """A fresh path for a temporary twin of `destination`, on the same file system (for the rename).
 
-    Inside the project (the working directory) that is the scratch folder; elsewhere (e.g. an
-    `--output` in /tmp) beside the destination, hidden.
+    Inside the project that is the scratch folder; elsewhere (e.g. an `--output` in /tmp, or a run
+    from outside a project) beside the destination, hidden.
     """
     parent = destination.parent.resolve()
-    tag = f"{os.getpid()}-{secrets.token_hex(4)}-{destination.name}"
-    scratch = Path.cwd() / SCRATCH
-    if parent.is_relative_to(Path.cwd()):
+    tag = f"{TEMPORARY_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{destination.name}"
+    scratch = project_scratch()
+    if scratch is not None and parent.is_relative_to(scratch.parent):
         if scratch.exists() and not scratch.is_dir():
             raise PipelineError(f"{scratch} is not a folder; it is the scratch folder of atomic writes: remove that file and rerun")
         scratch.mkdir(exist_ok=True)
@@ -70,10 +89,11 @@ def _temporary_name(destination: Path) -> Path:
 
 
 def is_temporary(path: Path) -> bool:
-    """A writer's file in flight beside its destination (`_temporary_name` hides it with a leading dot):
-    readers and pruners of a folder skip it, or they would take it for a broken entry and delete it
-    under its writer."""
-    return Path(path).name.startswith(".")
+    """A writer's file in flight (`_temporary_name` names it `pipeline-tmp-…`, hidden with a leading
+    dot beside its destination): readers and pruners of a folder skip it, or they would take it for
+    a broken entry and delete it under its writer."""
+    name = Path(path).name
+    return name.startswith(".") or name.startswith(TEMPORARY_PREFIX)
 
 
 def _current_umask() -> int:
