@@ -50,15 +50,22 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _left_by_a_dead_writer(name: str) -> bool:
+    """A `pipeline-tmp-<pid>-…` name (hidden or not) whose process no longer runs."""
+    match = _SWEPT_NAME.match(name.lstrip("."))
+    if match is None:
+        return False
+    pid = int(match.group(1))
+    return 0 < pid <= PID_MAX and pid != os.getpid() and not _pid_alive(pid)
+
+
 def _sweep_scratch(scratch: Path) -> None:
     """Remove what processes that no longer run left in the scratch folder: `pipeline-tmp-<pid>-…`
-    entries alone, whatever else lies there."""
+    entries alone, whatever else lies there; a set of files such a process was renaming into place
+    is completed first (`finish_interrupted_sets`), never dropped half done."""
+    finish_interrupted_sets(scratch)
     for entry in scratch.glob(f"{TEMPORARY_PREFIX}*"):
-        match = _SWEPT_NAME.match(entry.name)
-        if match is None:
-            continue
-        pid = int(match.group(1))
-        if 0 < pid <= PID_MAX and pid != os.getpid() and not _pid_alive(pid):
+        if _left_by_a_dead_writer(entry.name):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
 
 
@@ -246,10 +253,14 @@ def write_files_atomic(files: Mapping[Path, str]) -> None:
     """Several text files as one: all new or all as they were, never half a set (a stage's outputs).
 
     Every destination folder is made and checked writable and every temporary twin written before
-    any destination changes; then each is renamed in. A rename that fails still (a folder made
-    read-only meanwhile, or writable only to its owner while we run as root) puts back the files
-    already replaced, from hard links taken just before, and is one line naming the file.
+    any destination changes; then a journal listing the renames is put beside the first twin, and
+    each twin renamed in. A process killed between two renames leaves the journal: the next atomic
+    write in the project, the next stage, or the next write of the set completes the renames
+    (`finish_interrupted_sets`), so the set is all old or all new. A rename that fails still (a
+    folder made read-only meanwhile, or writable only to its owner while we run as root) puts back
+    the files already replaced, from hard links taken just before, and is one line naming the file.
     """
+    finish_interrupted_sets(*{Path(destination).parent for destination in files})
     staged: list[tuple[Path, Path]] = []
     backups: list[Path] = []
     try:
@@ -262,29 +273,79 @@ def write_files_atomic(files: Mapping[Path, str]) -> None:
                 temporary.write_text(text, encoding="utf-8")
             except PermissionError as error:
                 raise _not_writable(destination, error) from None
-        replaced: list[tuple[Path, Path | None]] = []
-        for temporary, destination in staged:
-            backup = None
-            try:
-                if destination.is_file():
-                    backup = temporary.with_name(temporary.name + ".old")
-                    backups.append(backup)
-                    try:
-                        os.link(destination, backup)
-                    except OSError:  # a file system without hard links
-                        shutil.copy2(destination, backup)
-                os.replace(temporary, destination)
-            except OSError as error:
-                for done, kept in reversed(replaced):
-                    os.replace(kept, done) if kept is not None else done.unlink(missing_ok=True)
-                raise PipelineError(
-                    f"cannot write {destination}: {error.strerror or error}; none of the {len(staged)} files "
-                    f"({', '.join(path.name for _, path in staged)}) was changed. Make {destination.parent} writable and rerun"
-                ) from None
-            replaced.append((destination, backup))
+        journal = _write_journal(staged)
+        try:
+            _replace_all(staged, backups)
+        finally:
+            journal.unlink(missing_ok=True)  # done, or put back as it was
     finally:
         for temporary in [temporary for temporary, _ in staged] + backups:
             temporary.unlink(missing_ok=True)
+
+
+def _replace_all(staged: list[tuple[Path, Path]], backups: list[Path]) -> None:
+    """Rename each twin onto its destination; on a failure put back those already replaced."""
+    replaced: list[tuple[Path, Path | None]] = []
+    for temporary, destination in staged:
+        backup = None
+        try:
+            if destination.is_file():
+                backup = temporary.with_name(temporary.name + ".old")
+                backups.append(backup)
+                try:
+                    os.link(destination, backup)
+                except OSError:  # a file system without hard links
+                    shutil.copy2(destination, backup)
+            os.replace(temporary, destination)
+        except OSError as error:
+            for done, kept in reversed(replaced):
+                os.replace(kept, done) if kept is not None else done.unlink(missing_ok=True)
+            raise PipelineError(
+                f"cannot write {destination}: {error.strerror or error}; none of the {len(staged)} files "
+                f"({', '.join(path.name for _, path in staged)}) was changed. Make {destination.parent} writable and rerun"
+            ) from None
+        replaced.append((destination, backup))
+
+
+JOURNAL_SUFFIX = ".journal"
+
+
+def _write_journal(staged: list[tuple[Path, Path]]) -> Path:
+    """The renames of a set (twin -> destination, absolute), written whole beside its first twin
+    (so named after a process: the sweep knows when its writer is gone)."""
+    first = staged[0][0]
+    journal = first.with_name(first.name + JOURNAL_SUFFIX)
+    part = first.with_name(first.name + ".part")  # a twin of the journal: a kill before the rename changes nothing
+    pairs = [[str(temporary.absolute()), str(destination.absolute())] for temporary, destination in staged]
+    part.write_text(json.dumps(pairs), encoding="utf-8")
+    os.replace(part, journal)
+    return journal
+
+
+def finish_interrupted_sets(*folders: Path) -> None:
+    """Complete the sets of files that writers killed mid-rename left in `folders` (their journals:
+    the renames not done yet are done), so each set is all new; a journal of a live writer is its own."""
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for journal in folder.glob(f"*{TEMPORARY_PREFIX}*{JOURNAL_SUFFIX}"):
+            if not _left_by_a_dead_writer(journal.name):
+                continue
+            pairs = json.loads(journal.read_text(encoding="utf-8"))
+            for temporary, destination in pairs:
+                if os.path.lexists(temporary):  # not renamed yet; one that is gone was
+                    os.replace(temporary, destination)
+            journal.unlink()
+            log.warning("a run killed while writing %s had renamed part of them; the rest are now in place too",
+                        ", ".join(Path(destination).name for _, destination in pairs))
+
+
+def finish_interrupted_writes() -> None:
+    """What a stage does first: complete the sets of files a killed run left half renamed in the
+    project (`finish_interrupted_sets`), before anything reads them."""
+    scratch = project_scratch()
+    if scratch is not None:
+        finish_interrupted_sets(scratch)
 
 
 def sha256_of(path: Path) -> str:

@@ -17,6 +17,7 @@ import typer
 
 from pipeline.config import Params, load_params, params_unchanged_while_running
 from pipeline.errors import PipelineError
+from pipeline.io import finish_interrupted_writes
 
 EXIT_USER_ERROR = 2
 
@@ -52,6 +53,7 @@ def stage(function: Callable) -> Callable:
         call.apply_defaults()
         started = time.perf_counter()
         with one_line_errors(), params_unchanged_while_running(call.arguments["params"]):
+            finish_interrupted_writes()  # a set of outputs a killed run left half renamed: all new before any read
             result = function(*args, **kwargs)
         from pipeline.execution.runtime import peak_rss_mb
 

@@ -1,13 +1,18 @@
-"""Atomic writes on a shared machine (issue 47): the sweep of a killed run's leftovers removes the
-pipeline's temporaries alone, and a run from outside the project makes no scratch folder there."""
+"""Atomic writes (issue 47): the sweep of a killed run's leftovers removes the pipeline's temporaries
+alone, a run from outside the project makes no scratch folder there, and a set of files killed
+between two renames ends all new."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from pipeline import io as atomic_io
+
+from conftest import REPO_ROOT
 
 
 def _dead_pid() -> int:
@@ -56,3 +61,68 @@ def test_a_project_s_temporaries_carry_the_prefix_and_are_temporary(tmp_path, mo
         assert temporary.parent.resolve() == tmp_path / ".tmp" and temporary.name.startswith("pipeline-tmp-")
         assert atomic_io.is_temporary(temporary)
         temporary.write_text("x")
+
+
+# ----------------------------------------------------------------------------- a set of files, killed mid-rename
+
+# A writer of a set of three files killed (SIGKILL: no `finally`) right after its first rename.
+KILLED_WRITER = """
+import os, sys
+from pathlib import Path
+from pipeline import io
+real_replace = os.replace
+sets = {Path(name).absolute() for name in sys.argv[1:]}
+
+def replace_then_die(source, destination):
+    real_replace(source, destination)
+    if Path(destination).absolute() in sets:
+        os.kill(os.getpid(), 9)
+
+io.os.replace = replace_then_die
+io.write_json_files_atomic({Path(name): {"new": 1} for name in sys.argv[1:]})
+"""
+SET = ["reports/metrics/details/m.json", "reports/metrics/bootstrap/m.json", "reports/metrics/m.json"]
+
+
+def _killed_mid_set(project: Path) -> list[Path]:
+    paths = [project / name for name in SET]
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text('{"old": 1}')
+    killed = subprocess.run([sys.executable, "-c", KILLED_WRITER, *SET], cwd=project, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    assert killed.returncode == -9
+    assert [json.loads(path.read_text()) for path in paths] == [{"new": 1}, {"old": 1}, {"old": 1}]  # half a set
+    return paths
+
+
+def test_a_set_killed_between_renames_is_completed_by_the_next_write(tmp_path, monkeypatch):
+    (tmp_path / "dvc.yaml").touch()
+    paths = _killed_mid_set(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    atomic_io.write_text_atomic(Path("reports") / "other.txt", "x")  # any write in the project sweeps .tmp/
+    assert [json.loads(path.read_text()) for path in paths] == [{"new": 1}] * 3
+    assert list((tmp_path / ".tmp").iterdir()) == []
+
+
+def test_a_set_killed_between_renames_is_completed_before_a_stage_reads_it(tmp_path, monkeypatch):
+    (tmp_path / "dvc.yaml").touch()
+    paths = _killed_mid_set(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    atomic_io.finish_interrupted_writes()  # what every stage runs first (stages.common.stage)
+    assert [json.loads(path.read_text()) for path in paths] == [{"new": 1}] * 3
+
+
+def test_a_set_killed_between_renames_outside_a_project_is_completed_by_its_next_write(tmp_path, monkeypatch):
+    paths = _killed_mid_set(tmp_path)  # no dvc.yaml: the twins and the journal lie beside the files
+    monkeypatch.chdir(tmp_path)
+    atomic_io.write_json_files_atomic({Path(SET[0]): {"newer": 1}})
+    assert [json.loads(path.read_text()) for path in paths] == [{"newer": 1}, {"new": 1}, {"new": 1}]
+
+
+def test_a_live_writer_s_journal_is_left_alone(tmp_path):
+    journal = tmp_path / f"pipeline-tmp-{os.getpid()}-0000abcd-m.json.journal"
+    journal.write_text(json.dumps([[str(tmp_path / "twin"), str(tmp_path / "m.json")]]))
+    (tmp_path / "twin").write_text("in flight")
+    atomic_io.finish_interrupted_sets(tmp_path)
+    assert journal.exists() and (tmp_path / "twin").exists() and not (tmp_path / "m.json").exists()
