@@ -8,6 +8,7 @@ a file. Temporaries live in the scratch folder `.tmp/` at the project root (see 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -140,8 +141,9 @@ def atomic_path(destination: Path) -> Iterator[Path]:
     except PermissionError as error:
         raise _not_writable(destination, error) from None
     try:
-        yield temporary
-        _usual_permissions(temporary)  # a writer may have replaced the file with its own mkstemp twin
+        with _disk_full_is_one_line(destination):
+            yield temporary
+            _usual_permissions(temporary)  # a writer may have replaced the file with its own mkstemp twin
         try:
             os.replace(temporary, destination)
         except PermissionError as error:
@@ -152,6 +154,37 @@ def atomic_path(destination: Path) -> Iterator[Path]:
 
 def _not_writable(path: Path, error: OSError) -> PipelineError:
     return PipelineError(f"cannot write {path}: {error.strerror or error}; make {path.parent} writable and rerun")
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """A full disk (or quota): an OSError with ENOSPC/EDQUOT, or a `shutil.Error` (copytree) whose
+    list of failed copies holds one (it keeps only their messages)."""
+    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list):
+        return any(f"[Errno {code}]" in str(entry) for entry in error.args[0] for code in _DISK_FULL)
+    return isinstance(error, OSError) and error.errno in _DISK_FULL
+
+
+def disk_full(path: Path | str | None) -> PipelineError:
+    """The one line of a write that ran out of space: what, where to free space; nothing was replaced."""
+    if not path:
+        return PipelineError("no space left on the device; the previous outputs are unchanged: free space on the "
+                             "disk the stage writes to (df -h) and rerun")
+    folder = Path(path).parent
+    return PipelineError(f"no space left on the device while writing {path}; the previous output is unchanged: free "
+                         f"space on {folder} (df -h {folder}) or write elsewhere, and rerun")
+
+
+@contextmanager
+def _disk_full_is_one_line(destination: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as error:
+        if is_disk_full(error):
+            raise disk_full(destination) from None
+        raise
 
 
 def _writable_folder(folder: Path) -> None:
@@ -178,8 +211,9 @@ def atomic_directory(destination: Path) -> Iterator[Path]:
     temporary.mkdir()  # 0777 less the umask, unlike tempfile.mkdtemp's 0700
     old = temporary.with_name(temporary.name + ".old")
     try:
-        yield temporary
-        _usual_permissions(temporary)
+        with _disk_full_is_one_line(destination):
+            yield temporary
+            _usual_permissions(temporary)
         if destination.exists():
             os.replace(destination, old)
             try:
@@ -270,10 +304,12 @@ def write_files_atomic(files: Mapping[Path, str]) -> None:
             temporary = _temporary_name(destination)
             staged.append((temporary, destination))
             try:
-                temporary.write_text(text, encoding="utf-8")
+                with _disk_full_is_one_line(destination):
+                    temporary.write_text(text, encoding="utf-8")
             except PermissionError as error:
                 raise _not_writable(destination, error) from None
-        journal = _write_journal(staged)
+        with _disk_full_is_one_line(staged[0][1]):
+            journal = _write_journal(staged)
         try:
             _replace_all(staged, backups)
         finally:
@@ -300,6 +336,8 @@ def _replace_all(staged: list[tuple[Path, Path]], backups: list[Path]) -> None:
         except OSError as error:
             for done, kept in reversed(replaced):
                 os.replace(kept, done) if kept is not None else done.unlink(missing_ok=True)
+            if is_disk_full(error):  # the backup's copy, on a file system without hard links
+                raise disk_full(destination) from None
             raise PipelineError(
                 f"cannot write {destination}: {error.strerror or error}; none of the {len(staged)} files "
                 f"({', '.join(path.name for _, path in staged)}) was changed. Make {destination.parent} writable and rerun"
@@ -317,8 +355,12 @@ def _write_journal(staged: list[tuple[Path, Path]]) -> Path:
     journal = first.with_name(first.name + JOURNAL_SUFFIX)
     part = first.with_name(first.name + ".part")  # a twin of the journal: a kill before the rename changes nothing
     pairs = [[str(temporary.absolute()), str(destination.absolute())] for temporary, destination in staged]
-    part.write_text(json.dumps(pairs), encoding="utf-8")
-    os.replace(part, journal)
+    try:
+        part.write_text(json.dumps(pairs), encoding="utf-8")
+        os.replace(part, journal)
+    except OSError:
+        part.unlink(missing_ok=True)
+        raise
     return journal
 
 

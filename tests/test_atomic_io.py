@@ -4,13 +4,18 @@ between two renames ends all new."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from pipeline import io as atomic_io
+from pipeline.errors import PipelineError
 
 from conftest import REPO_ROOT
 
@@ -126,3 +131,73 @@ def test_a_live_writer_s_journal_is_left_alone(tmp_path):
     (tmp_path / "twin").write_text("in flight")
     atomic_io.finish_interrupted_sets(tmp_path)
     assert journal.exists() and (tmp_path / "twin").exists() and not (tmp_path / "m.json").exists()
+
+
+# ----------------------------------------------------------------------------- a full disk
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_full_disk_in_a_set_is_one_line_and_leaves_the_set_as_it_was(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").touch()
+    first, second = Path("reports/a.json"), Path("reports/b.json")
+    first.parent.mkdir()
+    first.write_text("old a")
+    second.write_text("old b")
+    real_write_text = Path.write_text
+
+    def full_at_b(self, *args, **kwargs):
+        if self.name.endswith("-b.json"):
+            _no_space()
+        return real_write_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_at_b)
+    with pytest.raises(PipelineError) as caught:
+        atomic_io.write_json_files_atomic({first: {"new": 1}, second: {"new": 1}})
+    assert str(caught.value) == ("no space left on the device while writing reports/b.json; the previous output is "
+                                 "unchanged: free space on reports (df -h reports) or write elsewhere, and rerun")
+    assert first.read_text() == "old a" and second.read_text() == "old b"
+    assert list((tmp_path / ".tmp").iterdir()) == []
+
+
+def test_a_full_disk_while_copying_a_folder_is_one_line_and_the_old_folder_stays(tmp_path):
+    destination = tmp_path / "model"
+    destination.mkdir()
+    (destination / "weights").write_text("old")
+    with pytest.raises(PipelineError, match=r"^no space left on the device while writing .*model; .*free space on"):
+        with atomic_io.atomic_directory(destination) as folder:
+            raise shutil.Error([(str(tmp_path / "src"), str(folder / "w"), "[Errno 28] No space left on device: 'w'")])
+    assert [path.name for path in destination.iterdir()] == ["weights"] and (destination / "weights").read_text() == "old"
+
+
+def test_a_full_disk_anywhere_in_a_stage_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    import typer
+
+    from stages.common import one_line_errors
+
+    monkeypatch.chdir(tmp_path)
+    output = tmp_path / "metrics.json"
+    output.write_text("previous")
+    monkeypatch.setattr(atomic_io.os, "replace", _no_space)  # even the rename: outside the writers' own checks
+    with pytest.raises(typer.Exit) as exited:
+        with one_line_errors():
+            atomic_io.write_json_atomic(output, {"new": 1})
+    assert exited.value.exit_code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: no space left on the device; the previous outputs are unchanged: free space on the disk "
+                   "the stage writes to (df -h) and rerun"]
+    assert output.read_text() == "previous"
+
+    def no_space_in_checkpoint(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device", "data/checkpoints/joint/step-8/optimizer.pt")
+
+    with pytest.raises(typer.Exit) as exited:
+        with one_line_errors():
+            no_space_in_checkpoint()
+    assert exited.value.exit_code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "error: no space left on the device while writing data/checkpoints/joint/step-8/optimizer.pt; the previous "
+        "output is unchanged: free space on data/checkpoints/joint/step-8 (df -h data/checkpoints/joint/step-8) or "
+        "write elsewhere, and rerun"]
