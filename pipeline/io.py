@@ -373,10 +373,15 @@ def finish_interrupted_sets(*folders: Path) -> None:
         for journal in folder.glob(f"*{TEMPORARY_PREFIX}*{JOURNAL_SUFFIX}"):
             if not _left_by_a_dead_writer(journal.name):
                 continue
-            pairs = json.loads(journal.read_text(encoding="utf-8"))
-            for temporary, destination in pairs:
-                if os.path.lexists(temporary):  # not renamed yet; one that is gone was
-                    os.replace(temporary, destination)
+            try:
+                pairs = json.loads(journal.read_text(encoding="utf-8"))
+                for temporary, destination in pairs:
+                    if os.path.lexists(temporary):  # not renamed yet; one that is gone was
+                        os.replace(temporary, destination)
+            except (OSError, ValueError) as error:  # e.g. a destination folder removed since: the rerun rewrites the set
+                log.warning("could not complete the set of files that %s lists (%s); rerun the stage that writes them",
+                            journal, error)
+                continue
             journal.unlink()
             log.warning("a run killed while writing %s had renamed part of them; the rest are now in place too",
                         ", ".join(Path(destination).name for _, destination in pairs))
