@@ -191,8 +191,11 @@ def _holder(lock: Path) -> str:
         handle = os.open(holder_file(lock), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return "?"
-    with os.fdopen(handle, "rb") as note:
-        return note.read(300).decode(errors="replace").strip() or "?"
+    try:
+        with os.fdopen(handle, "rb") as note:
+            return note.read(300).decode(errors="replace").strip() or "?"
+    except OSError:  # a folder planted in its place
+        return "?"
 
 
 def try_lease(count: int, devices: Sequence[str], folder: Path, holder: str) -> Lease | None:
