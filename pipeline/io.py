@@ -2,16 +2,19 @@
 
 Every output of the pipeline goes through here: a temporary twin is written first and renamed onto
 the destination only on success, so a killed stage leaves its previous output or none, never half
-a file. Temporaries live in the scratch folder `.tmp/` at the project root (see `SCRATCH`).
+a file. Temporaries live in the scratch folder `.tmp/` at the project root (see `SCRATCH`), named
+`pipeline-tmp-<pid>-…`: the sweep of a killed run's leftovers removes nothing else.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import math
 import os
+import re
 import secrets
 import shutil
 import zipfile
@@ -27,8 +30,14 @@ T = TypeVar("T")
 
 # Temporary files and folders of atomic writes under the project root live here, not beside their
 # destination: never inside a DVC output folder (or a git-tracked one such as reports/tables/),
-# and leftovers of a killed run are swept by the next write (`_sweep_scratch`).
+# and leftovers of a killed run are swept by the next write (`_sweep_scratch`). The project is the
+# working directory when it holds dvc.yaml (DVC runs every stage there); a stage run from elsewhere
+# (the home folder, with --output) keeps its temporaries beside their destination, hidden.
 SCRATCH = Path(".tmp")
+PROJECT_MARKER = "dvc.yaml"
+# Every temporary's name starts so: the sweep removes these alone (a user's `.tmp/2024-backup/` is theirs).
+TEMPORARY_PREFIX = "pipeline-tmp-"
+_SWEPT_NAME = re.compile(rf"{TEMPORARY_PREFIX}(\d+)-")
 PID_MAX = 2**22  # Linux's PID_MAX_LIMIT: a larger number in a scratch name is no process of ours
 
 
@@ -42,24 +51,42 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _left_by_a_dead_writer(name: str) -> bool:
+    """A `pipeline-tmp-<pid>-…` name (hidden or not) whose process no longer runs."""
+    match = _SWEPT_NAME.match(name.lstrip("."))
+    if match is None:
+        return False
+    pid = int(match.group(1))
+    return 0 < pid <= PID_MAX and pid != os.getpid() and not _pid_alive(pid)
+
+
 def _sweep_scratch(scratch: Path) -> None:
-    """Remove what processes that no longer run left in the scratch folder (names start `<pid>-`)."""
-    for entry in scratch.glob("*-*"):
-        pid = entry.name.split("-", 1)[0]
-        if pid.isdigit() and 0 < int(pid) <= PID_MAX and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+    """Remove what processes that no longer run left in the scratch folder: `pipeline-tmp-<pid>-…`
+    entries alone, whatever else lies there; a set of files such a process was renaming into place
+    is completed first (`finish_interrupted_sets`), never dropped half done."""
+    finish_interrupted_sets(scratch)
+    for entry in scratch.glob(f"{TEMPORARY_PREFIX}*"):
+        if _left_by_a_dead_writer(entry.name):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
+
+
+def project_scratch() -> Path | None:
+    """The project's scratch folder (`.tmp/` beside dvc.yaml in the working directory), or None
+    when the working directory is no project of this pipeline."""
+    cwd = Path.cwd()
+    return cwd / SCRATCH if (cwd / PROJECT_MARKER).is_file() else None
 
 
 def _temporary_name(destination: Path) -> Path:
     """A fresh path for a temporary twin of `destination`, on the same file system (for the rename).
 
-    Inside the project (the working directory) that is the scratch folder; elsewhere (e.g. an
-    `--output` in /tmp) beside the destination, hidden.
+    Inside the project that is the scratch folder; elsewhere (e.g. an `--output` in /tmp, or a run
+    from outside a project) beside the destination, hidden.
     """
     parent = destination.parent.resolve()
-    tag = f"{os.getpid()}-{secrets.token_hex(4)}-{destination.name}"
-    scratch = Path.cwd() / SCRATCH
-    if parent.is_relative_to(Path.cwd()):
+    tag = f"{TEMPORARY_PREFIX}{os.getpid()}-{secrets.token_hex(4)}-{destination.name}"
+    scratch = project_scratch()
+    if scratch is not None and parent.is_relative_to(scratch.parent):
         if scratch.exists() and not scratch.is_dir():
             raise PipelineError(f"{scratch} is not a folder; it is the scratch folder of atomic writes: remove that file and rerun")
         scratch.mkdir(exist_ok=True)
@@ -70,10 +97,11 @@ def _temporary_name(destination: Path) -> Path:
 
 
 def is_temporary(path: Path) -> bool:
-    """A writer's file in flight beside its destination (`_temporary_name` hides it with a leading dot):
-    readers and pruners of a folder skip it, or they would take it for a broken entry and delete it
-    under its writer."""
-    return Path(path).name.startswith(".")
+    """A writer's file in flight (`_temporary_name` names it `pipeline-tmp-…`, hidden with a leading
+    dot beside its destination): readers and pruners of a folder skip it, or they would take it for
+    a broken entry and delete it under its writer."""
+    name = Path(path).name
+    return name.startswith(".") or name.startswith(TEMPORARY_PREFIX)
 
 
 def _current_umask() -> int:
@@ -113,8 +141,9 @@ def atomic_path(destination: Path) -> Iterator[Path]:
     except PermissionError as error:
         raise _not_writable(destination, error) from None
     try:
-        yield temporary
-        _usual_permissions(temporary)  # a writer may have replaced the file with its own mkstemp twin
+        with _disk_full_is_one_line(destination):
+            yield temporary
+            _usual_permissions(temporary)  # a writer may have replaced the file with its own mkstemp twin
         try:
             os.replace(temporary, destination)
         except PermissionError as error:
@@ -125,6 +154,37 @@ def atomic_path(destination: Path) -> Iterator[Path]:
 
 def _not_writable(path: Path, error: OSError) -> PipelineError:
     return PipelineError(f"cannot write {path}: {error.strerror or error}; make {path.parent} writable and rerun")
+
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """A full disk (or quota): an OSError with ENOSPC/EDQUOT, or a `shutil.Error` (copytree) whose
+    list of failed copies holds one (it keeps only their messages)."""
+    if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list):
+        return any(f"[Errno {code}]" in str(entry) for entry in error.args[0] for code in _DISK_FULL)
+    return isinstance(error, OSError) and error.errno in _DISK_FULL
+
+
+def disk_full(path: Path | str | None) -> PipelineError:
+    """The one line of a write that ran out of space: what, where to free space; nothing was replaced."""
+    if not path:
+        return PipelineError("no space left on the device; the previous outputs are unchanged: free space on the "
+                             "disk the stage writes to (df -h) and rerun")
+    folder = Path(path).parent
+    return PipelineError(f"no space left on the device while writing {path}; the previous output is unchanged: free "
+                         f"space on {folder} (df -h {folder}) or write elsewhere, and rerun")
+
+
+@contextmanager
+def _disk_full_is_one_line(destination: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as error:
+        if is_disk_full(error):
+            raise disk_full(destination) from None
+        raise
 
 
 def _writable_folder(folder: Path) -> None:
@@ -151,8 +211,9 @@ def atomic_directory(destination: Path) -> Iterator[Path]:
     temporary.mkdir()  # 0777 less the umask, unlike tempfile.mkdtemp's 0700
     old = temporary.with_name(temporary.name + ".old")
     try:
-        yield temporary
-        _usual_permissions(temporary)
+        with _disk_full_is_one_line(destination):
+            yield temporary
+            _usual_permissions(temporary)
         if destination.exists():
             os.replace(destination, old)
             try:
@@ -226,10 +287,14 @@ def write_files_atomic(files: Mapping[Path, str]) -> None:
     """Several text files as one: all new or all as they were, never half a set (a stage's outputs).
 
     Every destination folder is made and checked writable and every temporary twin written before
-    any destination changes; then each is renamed in. A rename that fails still (a folder made
-    read-only meanwhile, or writable only to its owner while we run as root) puts back the files
-    already replaced, from hard links taken just before, and is one line naming the file.
+    any destination changes; then a journal listing the renames is put beside the first twin, and
+    each twin renamed in. A process killed between two renames leaves the journal: the next atomic
+    write in the project, the next stage, or the next write of the set completes the renames
+    (`finish_interrupted_sets`), so the set is all old or all new. A rename that fails still (a
+    folder made read-only meanwhile, or writable only to its owner while we run as root) puts back
+    the files already replaced, from hard links taken just before, and is one line naming the file.
     """
+    finish_interrupted_sets(*{Path(destination).parent for destination in files})
     staged: list[tuple[Path, Path]] = []
     backups: list[Path] = []
     try:
@@ -239,32 +304,95 @@ def write_files_atomic(files: Mapping[Path, str]) -> None:
             temporary = _temporary_name(destination)
             staged.append((temporary, destination))
             try:
-                temporary.write_text(text, encoding="utf-8")
+                with _disk_full_is_one_line(destination):
+                    temporary.write_text(text, encoding="utf-8")
             except PermissionError as error:
                 raise _not_writable(destination, error) from None
-        replaced: list[tuple[Path, Path | None]] = []
-        for temporary, destination in staged:
-            backup = None
-            try:
-                if destination.is_file():
-                    backup = temporary.with_name(temporary.name + ".old")
-                    backups.append(backup)
-                    try:
-                        os.link(destination, backup)
-                    except OSError:  # a file system without hard links
-                        shutil.copy2(destination, backup)
-                os.replace(temporary, destination)
-            except OSError as error:
-                for done, kept in reversed(replaced):
-                    os.replace(kept, done) if kept is not None else done.unlink(missing_ok=True)
-                raise PipelineError(
-                    f"cannot write {destination}: {error.strerror or error}; none of the {len(staged)} files "
-                    f"({', '.join(path.name for _, path in staged)}) was changed. Make {destination.parent} writable and rerun"
-                ) from None
-            replaced.append((destination, backup))
+        with _disk_full_is_one_line(staged[0][1]):
+            journal = _write_journal(staged)
+        try:
+            _replace_all(staged, backups)
+        finally:
+            journal.unlink(missing_ok=True)  # done, or put back as it was
     finally:
         for temporary in [temporary for temporary, _ in staged] + backups:
             temporary.unlink(missing_ok=True)
+
+
+def _replace_all(staged: list[tuple[Path, Path]], backups: list[Path]) -> None:
+    """Rename each twin onto its destination; on a failure put back those already replaced."""
+    replaced: list[tuple[Path, Path | None]] = []
+    for temporary, destination in staged:
+        backup = None
+        try:
+            if destination.is_file():
+                backup = temporary.with_name(temporary.name + ".old")
+                backups.append(backup)
+                try:
+                    os.link(destination, backup)
+                except OSError:  # a file system without hard links
+                    shutil.copy2(destination, backup)
+            os.replace(temporary, destination)
+        except OSError as error:
+            for done, kept in reversed(replaced):
+                os.replace(kept, done) if kept is not None else done.unlink(missing_ok=True)
+            if is_disk_full(error):  # the backup's copy, on a file system without hard links
+                raise disk_full(destination) from None
+            raise PipelineError(
+                f"cannot write {destination}: {error.strerror or error}; none of the {len(staged)} files "
+                f"({', '.join(path.name for _, path in staged)}) was changed. Make {destination.parent} writable and rerun"
+            ) from None
+        replaced.append((destination, backup))
+
+
+JOURNAL_SUFFIX = ".journal"
+
+
+def _write_journal(staged: list[tuple[Path, Path]]) -> Path:
+    """The renames of a set (twin -> destination, absolute), written whole beside its first twin
+    (so named after a process: the sweep knows when its writer is gone)."""
+    first = staged[0][0]
+    journal = first.with_name(first.name + JOURNAL_SUFFIX)
+    part = first.with_name(first.name + ".part")  # a twin of the journal: a kill before the rename changes nothing
+    pairs = [[str(temporary.absolute()), str(destination.absolute())] for temporary, destination in staged]
+    try:
+        part.write_text(json.dumps(pairs), encoding="utf-8")
+        os.replace(part, journal)
+    except OSError:
+        part.unlink(missing_ok=True)
+        raise
+    return journal
+
+
+def finish_interrupted_sets(*folders: Path) -> None:
+    """Complete the sets of files that writers killed mid-rename left in `folders` (their journals:
+    the renames not done yet are done), so each set is all new; a journal of a live writer is its own."""
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for journal in folder.glob(f"*{TEMPORARY_PREFIX}*{JOURNAL_SUFFIX}"):
+            if not _left_by_a_dead_writer(journal.name):
+                continue
+            try:
+                pairs = json.loads(journal.read_text(encoding="utf-8"))
+                for temporary, destination in pairs:
+                    if os.path.lexists(temporary):  # not renamed yet; one that is gone was
+                        os.replace(temporary, destination)
+            except (OSError, ValueError) as error:  # e.g. a destination folder removed since: the rerun rewrites the set
+                log.warning("could not complete the set of files that %s lists (%s); rerun the stage that writes them",
+                            journal, error)
+                continue
+            journal.unlink()
+            log.warning("a run killed while writing %s had renamed part of them; the rest are now in place too",
+                        ", ".join(Path(destination).name for _, destination in pairs))
+
+
+def finish_interrupted_writes() -> None:
+    """What a stage does first: complete the sets of files a killed run left half renamed in the
+    project (`finish_interrupted_sets`), before anything reads them."""
+    scratch = project_scratch()
+    if scratch is not None:
+        finish_interrupted_sets(scratch)
 
 
 def sha256_of(path: Path) -> str:

@@ -17,6 +17,7 @@ import typer
 
 from pipeline.config import Params, load_params, params_unchanged_while_running
 from pipeline.errors import PipelineError
+from pipeline.io import disk_full, finish_interrupted_writes, is_disk_full
 
 EXIT_USER_ERROR = 2
 
@@ -52,6 +53,7 @@ def stage(function: Callable) -> Callable:
         call.apply_defaults()
         started = time.perf_counter()
         with one_line_errors(), params_unchanged_while_running(call.arguments["params"]):
+            finish_interrupted_writes()  # a set of outputs a killed run left half renamed: all new before any read
             result = function(*args, **kwargs)
         from pipeline.execution.runtime import peak_rss_mb
 
@@ -65,13 +67,19 @@ def stage(function: Callable) -> Callable:
 
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
-    """Log to stderr; a PipelineError inside becomes one line `error: …` on stderr and exit code 2."""
+    """Log to stderr; a PipelineError inside becomes one line `error: …` on stderr and exit code 2, and
+    so does a full disk (ENOSPC or a quota, also inside a `shutil.Error`)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # huggingface_hub's client: a line per HEAD/GET of every hub file
     try:
         yield
     except PipelineError as error:
         typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(EXIT_USER_ERROR) from None
+    except OSError as error:  # a full disk outside the atomic writers (which name their file): one line too
+        if not is_disk_full(error):
+            raise
+        typer.echo(f"error: {disk_full(getattr(error, 'filename', None))}", err=True)
         raise typer.Exit(EXIT_USER_ERROR) from None
 
 

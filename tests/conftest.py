@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,20 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MIRROR = (REPO_ROOT / ".." / "shared" / "data").resolve()
 sys.path.insert(0, str(Path(__file__).parent))  # test helpers (hub_standin, ...)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_gpu_lease_folder(tmp_path_factory) -> Path:
+    """The suite never takes the real GPU lease of this machine (a running experiment's devices, or
+    its wait for them): every test, and every process a test starts, leases in a folder of its own."""
+    folder = tmp_path_factory.mktemp("gpu-leases")
+    previous = os.environ.get("PIPELINE_LEASE_DIR")
+    os.environ["PIPELINE_LEASE_DIR"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("PIPELINE_LEASE_DIR", None)
+    else:
+        os.environ["PIPELINE_LEASE_DIR"] = previous
 
 
 @pytest.fixture(scope="session")

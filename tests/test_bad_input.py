@@ -303,6 +303,7 @@ def test_device_cuda_is_checked_when_embeddings_are_cached(project):
 
 def test_temporary_files_are_not_created_in_the_output_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").touch()  # a project: its scratch folder is .tmp/
     tables = Path("reports") / "tables"
     with atomic_io.atomic_path(tables / "t.md") as temporary:
         temporary.write_text("x")
@@ -321,6 +322,7 @@ def test_leftovers_of_a_killed_write_are_swept_by_the_next_one(tmp_path):
         "with atomic_path(Path('reports/tables/t.md')) as t, atomic_directory(Path('data/checkpoints/r/step-2')) as d:\n"
         "    t.write_text('half'); (d / 'w').write_bytes(b'0' * 1000); print('ready', flush=True); time.sleep(60)\n"
     )
+    (tmp_path / "dvc.yaml").touch()
     process = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert process.stdout.readline().strip() == "ready"
@@ -397,15 +399,17 @@ def test_written_weights_get_the_usual_permissions_too(tmp_path):
 
 def test_a_scratch_name_whose_number_is_no_pid_is_left_alone(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").touch()
     (tmp_path / ".tmp").mkdir()
-    (tmp_path / ".tmp" / "99999999999-x").write_text("not ours")  # os.kill would raise OverflowError
+    (tmp_path / ".tmp" / "pipeline-tmp-99999999999-x").write_text("not ours")  # os.kill would raise OverflowError
     atomic_io.write_text_atomic(Path("reports") / "t.md", "x")
     assert (tmp_path / "reports" / "t.md").read_text() == "x"
-    assert (tmp_path / ".tmp" / "99999999999-x").read_text() == "not ours"
+    assert (tmp_path / ".tmp" / "pipeline-tmp-99999999999-x").read_text() == "not ours"
 
 
 def test_a_file_in_place_of_the_scratch_folder_is_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").touch()
     (tmp_path / ".tmp").write_text("")
     with pytest.raises(PipelineError, match=r"\.tmp is not a folder.*remove") as error:
         atomic_io.write_text_atomic(Path("reports") / "t.md", "x")
@@ -684,6 +688,7 @@ def test_the_evaluate_stage_writes_all_its_outputs_or_none(project):
 
 def test_a_set_whose_last_rename_fails_puts_the_first_ones_back(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "dvc.yaml").touch()
     paths = [Path("reports") / name for name in ("a.json", "b.json", "c.json")]
     paths[0].parent.mkdir()
     paths[0].write_text("old a")

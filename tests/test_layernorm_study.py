@@ -5,6 +5,7 @@ import copy
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
 
@@ -177,7 +178,8 @@ def test_a_stage_given_a_bad_study_setting_exits_2_with_one_line(tmp_path, edit)
     raw["train"].update(edit)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     result = subprocess.run([sys.executable, "-m", "stages", "joint"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=300, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+                            timeout=300, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
+                                 "PIPELINE_LEASE_DIR": os.environ["PIPELINE_LEASE_DIR"]})  # the suite's (conftest)
     assert result.returncode == 2, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -175,3 +175,135 @@ def test_a_lease_folder_that_cannot_hold_the_locks_is_one_line(monkeypatch, tmp_
     with pytest.raises(PipelineError, match=f"{LEASE_DIR_ENV}=.* cannot hold the GPU lease files") as refused:
         lease.pin_leased_devices(1, "joint")
     assert "\n" not in str(refused.value) and "CUDA_VISIBLE_DEVICES" not in os.environ
+
+
+# ----------------------------------------------------------------------------- a lease safe on a shared host (issue 47)
+
+
+def _pin_one(monkeypatch, folder: Path):
+    from pipeline.execution import lease
+
+    monkeypatch.setenv(FAKE_GPUS_ENV, "GPU-1")
+    monkeypatch.setenv(LEASE_DIR_ENV, str(folder))
+    monkeypatch.delenv("PIPELINE_LEASED_GPUS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(lease, "_HELD", [])
+    return lease.pin_leased_devices(1, "joint")
+
+
+def _refused(monkeypatch, folder: Path, match: str) -> str:
+    with pytest.raises(PipelineError, match=match) as refused:
+        _pin_one(monkeypatch, folder)
+    assert "\n" not in str(refused.value) and "CUDA_VISIBLE_DEVICES" not in os.environ
+    return str(refused.value)
+
+
+def test_a_symlinked_lock_file_is_left_intact_and_its_target_unchanged(monkeypatch, tmp_path):
+    """Another user's link in place of the lock file made the stage truncate and write the victim's file."""
+    folder, precious = tmp_path / "leases", tmp_path / "precious.txt"
+    folder.mkdir(mode=0o700)
+    precious.write_text("the victim's thesis")
+    (folder / "gpu-GPU-1.lock").symlink_to(precious)
+    _refused(monkeypatch, folder, r"gpu-GPU-1\.lock is a symbolic link.*left as it is; remove it")
+    assert precious.read_text() == "the victim's thesis"
+    assert os.readlink(folder / "gpu-GPU-1.lock") == str(precious)
+
+
+def test_a_dangling_symlinked_lock_file_does_not_create_its_target(monkeypatch, tmp_path):
+    folder, target = tmp_path / "leases", tmp_path / "planted"
+    folder.mkdir(mode=0o700)
+    (folder / "gpu-GPU-1.lock").symlink_to(target)
+    _refused(monkeypatch, folder, r"is a symbolic link")
+    assert not target.exists() and not target.is_symlink()
+
+
+def test_the_holder_is_noted_beside_the_lock_never_in_it(monkeypatch, tmp_path):
+    folder = tmp_path / "leases"
+    assert _pin_one(monkeypatch, folder) == ("GPU-1",)
+    from pipeline.execution import lease
+
+    try:
+        assert (folder / "gpu-GPU-1.lock").read_bytes() == b""
+        assert "joint" in (folder / "gpu-GPU-1.holder").read_text()
+        assert stat_mode(folder) == 0o700  # made here: the user's alone
+        assert sorted(path.name for path in folder.iterdir()) == ["gpu-GPU-1.holder", "gpu-GPU-1.lock"]
+    finally:
+        lease._HELD[0].release()
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o7777
+
+
+def test_a_symlinked_lease_folder_is_refused(monkeypatch, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "leases").symlink_to(real)
+    _refused(monkeypatch, tmp_path / "leases", r"lease folder .*leases is a symbolic link")
+    assert list(real.iterdir()) == []
+
+
+def test_a_lease_folder_of_another_user_is_refused(monkeypatch, tmp_path):
+    from pipeline.execution import lease
+
+    folder = tmp_path / "leases"
+    folder.mkdir(mode=0o700)
+    real_lstat = os.lstat
+
+    def someone_else_s(path, *args, **kwargs):  # the tests run as one user: the folder's owner as another's
+        info = real_lstat(path, *args, **kwargs)
+        if Path(path) != folder:
+            return info
+        fields = list(info[:10])
+        fields[4] = 4242  # st_uid
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(lease.os, "lstat", someone_else_s)
+    _refused(monkeypatch, folder, r"belongs to another user .*use a folder you own")
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize(("mode", "refused"), [
+    (0o770, "writable by its group without the sticky bit"),
+    (0o1777, "writable by every user"),  # /tmp itself
+    (0o757, "writable by every user"),
+    (0o1770, None),  # a folder a group shares on purpose
+    (0o700, None),
+    (0o755, None),
+])
+def test_the_lease_folder_s_mode(monkeypatch, tmp_path, mode, refused):
+    folder = tmp_path / "leases"
+    folder.mkdir()
+    folder.chmod(mode)
+    if refused:
+        _refused(monkeypatch, folder, refused)
+        assert list(folder.iterdir()) == []
+    else:
+        from pipeline.execution import lease
+
+        assert _pin_one(monkeypatch, folder) == ("GPU-1",)
+        lease._HELD[0].release()
+
+
+def test_the_default_lease_folder_is_the_user_s_own(monkeypatch, tmp_path):
+    import socket
+
+    from pipeline.execution import lease
+
+    monkeypatch.delenv(LEASE_DIR_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    expected = tmp_path / "cache" / "pipeline" / "gpu-leases" / socket.gethostname()
+    assert lease.lease_dir() == expected
+    monkeypatch.setattr(lease, "_HELD", [])
+    monkeypatch.setenv(FAKE_GPUS_ENV, "GPU-1")
+    monkeypatch.delenv("PIPELINE_LEASED_GPUS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert lease.pin_leased_devices(1, "joint") == ("GPU-1",)
+    lease._HELD[0].release()
+    assert stat_mode(expected) == 0o700 and (expected / "gpu-GPU-1.lock").is_file()
+
+
+def test_the_suite_never_takes_the_real_lease():
+    from pipeline.execution.lease import default_lease_dir, lease_dir
+
+    assert os.environ.get(LEASE_DIR_ENV) and lease_dir() != default_lease_dir()
