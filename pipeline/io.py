@@ -20,7 +20,7 @@ import shutil
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from pipeline.errors import PipelineError
 
@@ -65,7 +65,11 @@ def _sweep_scratch(scratch: Path) -> None:
     entries alone, whatever else lies there; a set of files such a process was renaming into place
     is completed first (`finish_interrupted_sets`), never dropped half done."""
     finish_interrupted_sets(scratch)
-    for entry in scratch.glob(f"{TEMPORARY_PREFIX}*"):
+    _remove_left_by_dead_writers(scratch.glob(f"{TEMPORARY_PREFIX}*"))
+
+
+def _remove_left_by_dead_writers(entries: Iterable[Path]) -> None:
+    for entry in entries:
         if _left_by_a_dead_writer(entry.name):
             shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() and not entry.is_symlink() else entry.unlink(missing_ok=True)
 
@@ -93,6 +97,7 @@ def _temporary_name(destination: Path) -> Path:
         if scratch.stat().st_dev == parent.stat().st_dev:
             _sweep_scratch(scratch)
             return scratch / tag
+    _remove_left_by_dead_writers(parent.glob(f".{TEMPORARY_PREFIX}*"))  # a dead writer's hidden leftovers, nothing else
     return parent / f".{tag}"
 
 
