@@ -309,6 +309,18 @@ def test_a_dirty_workspace_is_not_reproduced(project, path, text, named):
     assert "verdict: identical" not in result.stdout
 
 
+def test_a_runs_own_provenance_is_no_dirt(project):
+    """Each stage rewrites reports/provenance/<stage>.json (commit, host, time): a fresh clone's run
+    always changes it, and the check must still say identical."""
+    write(project, "reports/provenance/joint.json", {"stage": "joint", "git_commit": "0" * 40})
+    git(project, "add", ".")
+    git(project, "-c", "user.name=ci", "-c", "user.email=ci@example.org", "commit", "-qm", "provenance")
+    write(project, "reports/provenance/joint.json", {"stage": "joint", "git_commit": "1" * 40})
+    result = check(project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verdict: identical" in result.stdout
+
+
 def test_a_missing_root_is_one_line_and_exit_2(tmp_path):
     result = check(tmp_path / "no-such-folder")
     assert result.returncode == 2

@@ -17,6 +17,7 @@ from pathlib import Path
 import pathspec
 from ruamel.yaml import YAML, YAMLError
 
+from pipeline import paths
 from pipeline.errors import PipelineError
 from pipeline.git import git
 
@@ -125,8 +126,13 @@ def stale_params(root: Path, stages: dict) -> list[str]:
     return found
 
 
+# What every run rewrites besides its outputs: the lock, and the stages' provenance (commit, host, time),
+# which lives outside dvc.lock on purpose so that the lock stays a function of code, data and params.
+REWRITTEN_BY_A_RUN = ("dvc.lock", str(paths.PROVENANCE))
+
+
 def changed_tracked(root: Path, outputs: set[str]) -> list[str]:
-    """Tracked files that differ from git's HEAD, the outputs and dvc.lock aside (a run rewrites those)."""
+    """Tracked files that differ from git's HEAD, the outputs and what a run rewrites aside (`REWRITTEN_BY_A_RUN`)."""
     entries = git(root, "status", "--porcelain=v1", "-z", "--untracked-files=no").decode().split("\0")
     found, skip = [], False
     for entry in entries:
@@ -135,7 +141,7 @@ def changed_tracked(root: Path, outputs: set[str]) -> list[str]:
             continue
         status, path = entry[:2], entry[3:]
         skip = "R" in status or "C" in status  # a rename's next entry is its old name
-        if path != "dvc.lock" and not _within(path, outputs):
+        if not _within(path, outputs | set(REWRITTEN_BY_A_RUN)):
             found.append(f"{path}: changed since the last commit (git status {status.strip()}); commit it and "
                          "rerun `dvc repro`, or restore it")
     return found
