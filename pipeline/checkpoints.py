@@ -246,7 +246,7 @@ def result_key(row: Row, commits: list, params: Params) -> str:
     settings = params.eval
     identity = {
         "row": row.model_dump(include={"kind", "towers", "pooler", "uc_weight"}), "commits": commits,
-        "eval": [settings.tasks, settings.max_pairs, settings.max_length, settings.bootstrap, params.seed],
+        "eval": [settings.tasks, settings.max_pairs, settings.max_length, settings.bootstrap, settings.seed],
         "evaluator": _evaluator_digest(),
     }
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
@@ -333,9 +333,9 @@ def score_catalogue(params: Params, catalogue: Catalogue, cache_dir: Path = CACH
         "checkpoints.source=%s: %d rows (%d scoreable) of %s",
         settings.source, len(rows), sum(row.scoreable for row in rows.values()), settings.catalogue,
     )
-    tasks = load_tasks(paths.SENTEVAL, params.eval.tasks, params.eval.max_pairs, seed=params.seed)
+    tasks = load_tasks(paths.SENTEVAL, params.eval.tasks, params.eval.max_pairs, seed=params.eval.seed)
     # the evaluate stage's resamples (the same seed and pairs), so a row pairs with our models' bootstrap files
-    resamples = draw_resamples(tasks, params.eval.bootstrap, params.seed) if params.eval.bootstrap else None
+    resamples = draw_resamples(tasks, params.eval.bootstrap, params.eval.seed) if params.eval.bootstrap else None
     results = {}
     with hub_endpoint(params.checkpoints, params.data.hub_endpoint) as endpoint:
         for key, row in tqdm(rows.items(), desc="checkpoints", unit="row"):

@@ -243,12 +243,16 @@ class MtebSettings(Section):
 
 class EvalSettings(Section):
     tasks: list[Literal[STS_TASKS]] = Field(list(STS_TASKS), min_length=1)  # type: ignore[valid-type]
+    seed: int = Field(
+        42, ge=0, description="draws the test-pair sample, the bootstrap indices and the analyses' samples, apart from "
+        "the training `seed`: runs that differ only in the training seed score the same pairs with the same resamples"
+    )
     max_pairs: int | None = Field(
-        None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task and on the STS-B dev set (tiny scale): a uniform "
-        "sample drawn with `seed` across the task's subsets; null = all"
+        None, ge=MIN_EVAL_PAIRS, description="cap on pairs per task (tiny scale): a uniform sample drawn with `eval.seed` "
+        "across the task's subsets; the STS-B dev set of model selection is capped too, drawn with the training `seed`; null = all"
     )
     bootstrap: int = Field(
-        1000, description="bootstrap resamples of the test pairs (seeded with `seed`) for every STS score's 95 % interval "
+        1000, description="bootstrap resamples of the test pairs (seeded with `eval.seed`) for every STS score's 95 % interval "
         f"and standard error; 0 = off, else {MIN_BOOTSTRAP_RESAMPLES} to {MAX_BOOTSTRAP_RESAMPLES}"
     )
     batch_size: int = Field(128, ge=1, description="sentences per batch where a caller hands over batches (dev scoring, MTEB)")

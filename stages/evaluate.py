@@ -7,7 +7,7 @@ reports/metrics/details/<model>.json (every score: subsets, "mean", the bootstra
 settings, the environment of `pipeline.execution.environment`), reports/provenance/evaluate-<model>.json (git
 commit, host, time), the headline reports/metrics/<model>.json (the seven reported scores and avg:
 `dvc metrics show`), reports/metrics/bootstrap/<model>.json (each bootstrap resample's scores,
-`eval.bootstrap` resamples drawn with `seed`; pipeline.evaluation.bootstrap) and
+`eval.bootstrap` resamples drawn with `eval.seed`; pipeline.evaluation.bootstrap) and
 reports/mteb/<model>.json: the MTEB suites of eval.mteb.suite (conf/mteb/) when eval.mteb.enabled.
 Tower embeddings come from the embedding store (data/cache/embeddings/, pipeline.evaluation.store).
 
@@ -21,13 +21,13 @@ from pathlib import Path
 import typer
 
 from pipeline import paths
-from pipeline.config import MIN_EVAL_PAIRS, EvalSettings, Params
+from pipeline.config import MIN_EVAL_PAIRS, EvalSettings
 from pipeline.errors import PipelineError
 from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "evaluate"
 DEFAULTS = EvalSettings()
-DEFAULT_SEED = Params.model_fields["seed"].default
+DEFAULT_SEED = DEFAULTS.seed  # eval.seed: the sample and the resamples, not the training seed
 
 
 @stage

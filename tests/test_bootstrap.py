@@ -137,9 +137,11 @@ def project(tmp_path_factory) -> Path:
     return root
 
 
-def evaluate(project: Path, **eval_settings) -> subprocess.CompletedProcess:
+def evaluate(project: Path, training_seed: int | None = None, **eval_settings) -> subprocess.CompletedProcess:
     raw = yaml.safe_load((project / "params.yaml").read_text())
     raw["eval"].update(eval_settings)
+    if training_seed is not None:
+        raw["seed"] = training_seed
     (project / "run.yaml").write_text(yaml.safe_dump(raw))
     return subprocess.run(
         [sys.executable, "-m", "stages", "evaluate", "--name", "backbone", "--params", "run.yaml"], cwd=project,
@@ -182,3 +184,20 @@ def test_evaluate_refuses_a_negative_bootstrap_with_one_line_before_any_work(pro
     assert done.returncode == 2 and "Traceback" not in done.stderr
     (line,) = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert "eval.bootstrap=-1" in line
+
+
+def test_runs_that_differ_only_in_the_training_seed_share_the_test_pairs_and_resamples(project):
+    """`eval.seed`, not the training seed, draws the tiny scale's test-pair sample and the bootstrap
+    indices: two seed runs pair resample by resample, and their spread is training noise alone."""
+    records = []
+    for training_seed in (42, 7):
+        done = evaluate(project, training_seed=training_seed)
+        assert done.returncode == 0, done.stderr[-3000:]
+        headline, details, per_resample = read_outputs(project)
+        records.append((headline, per_resample["indices"], per_resample["seed"]))
+    assert records[0] == records[1]  # the same model on the same pairs and resamples: the same numbers
+    done = evaluate(project, seed=7)  # eval.seed moves them
+    assert done.returncode == 0, done.stderr[-3000:]
+    _, _, per_resample = read_outputs(project)
+    assert per_resample["seed"] == 7 and per_resample["indices"] != records[0][1]
+

@@ -53,12 +53,13 @@ def tower_label(tower: str, models: dict[str, WeightedTowers]) -> str:
     return f"{name}/{Path(tower).name}"
 
 
-def _sts_pairs(evaluation: EvalSettings, analysis: AnalysisSettings, seed: int) -> tuple[list, list]:
-    """(the STS-B test pairs capped by eval.max_pairs (the evaluator's sample), the pairs of alignment and uniformity)."""
+def _sts_pairs(evaluation: EvalSettings, analysis: AnalysisSettings) -> tuple[list, list]:
+    """(the STS-B test pairs capped by eval.max_pairs (the evaluator's sample, drawn with eval.seed), the pairs of
+    alignment and uniformity)."""
     from pipeline.data.sts_tasks import STS_BENCHMARK, load_sts_benchmark
     from pipeline.evaluation.sts import load_tasks
 
-    (stsb,) = load_tasks(paths.SENTEVAL, [STS_BENCHMARK.name], evaluation.max_pairs, seed=seed)
+    (stsb,) = load_tasks(paths.SENTEVAL, [STS_BENCHMARK.name], evaluation.max_pairs, seed=evaluation.seed)
     pairs = stsb.subsets["test"]
     if analysis.align_data == "all":  # SimCSE: every STS-B sentence, uncapped
         return pairs, [pair for split in STS_BENCHMARK.splits
@@ -80,7 +81,7 @@ def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineA
         raise PipelineError(f"backbone folder {paths.BACKBONE} does not exist; run `dvc repro download`")
     for name, missing in skipped.items():
         log.info("analyze: skipping %s: %s not trained yet", name, ", ".join(missing))
-    pairs, align_pairs = _sts_pairs(evaluation, params.analysis, params.seed)
+    pairs, align_pairs = _sts_pairs(evaluation, params.analysis)
     scores = {name: metrics_average(paths.metrics_file(name)) for name in models}
 
     store = pipeline_store(params)
@@ -89,20 +90,20 @@ def analyze_pipeline(params: Params, folder: Path = paths.ANALYSIS) -> PipelineA
         evaluation.cost_length, align_pairs,
     )
     log.info("analyze: %s", store.counts.line())
-    for name, probe in pipeline_norm_probe(evaluation, params.analysis, params.seed, models, device).items():
+    for name, probe in pipeline_norm_probe(evaluation, params.analysis, models, device).items():
         analysis.reports[name]["norm_probe"] = probe
     norm_towers = write_outputs(analysis, models, folder)
     return PipelineAnalysis(analysis, models, skipped, len(pairs), len(align_pairs), norm_towers)
 
 
-def pipeline_norm_probe(evaluation: EvalSettings, analysis: AnalysisSettings, seed: int, models: dict[str, WeightedTowers],
+def pipeline_norm_probe(evaluation: EvalSettings, analysis: AnalysisSettings, models: dict[str, WeightedTowers],
                         device) -> dict[str, dict]:
     """The LayerNorm study's norm probe of every model (`pipeline.analysis.norm_probe`) on
-    analysis.norm_probe_sentences lines of data/raw/corpus.txt drawn with `seed`."""
+    analysis.norm_probe_sentences lines of data/raw/corpus.txt drawn with `eval.seed`."""
     from pipeline.analysis.norm_probe import norm_probe, probe_sentences
     from pipeline.data.readers import read_corpus
 
-    sentences = probe_sentences(read_corpus(paths.CORPUS), analysis.norm_probe_sentences, seed)
+    sentences = probe_sentences(read_corpus(paths.CORPUS), analysis.norm_probe_sentences, evaluation.seed)
     return norm_probe(models, sentences, evaluation.max_length, evaluation.batch_size, device)
 
 

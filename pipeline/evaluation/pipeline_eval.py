@@ -77,12 +77,12 @@ def evaluate_pipeline_model(name: str, params: Params) -> tuple[dict, dict, dict
     from pipeline.evaluation.store import pipeline_store
 
     store = pipeline_store(params)
-    tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=params.seed)
+    tasks = load_tasks(paths.SENTEVAL, settings.tasks, settings.max_pairs, seed=settings.seed)
     suites = mteb_suites(settings.mteb) if settings.mteb.enabled else []  # before any embedding work
     table = model_tables({name: towers}, tasks, store)[name]
-    resamples = draw_resamples(tasks, settings.bootstrap, params.seed) if settings.bootstrap else None
+    resamples = draw_resamples(tasks, settings.bootstrap, settings.seed) if settings.bootstrap else None
     results, scores = scores_with_intervals(table, tasks, resamples)
-    bootstrap = scores.record() if scores is not None else no_bootstrap_record(params.seed)
+    bootstrap = scores.record() if scores is not None else no_bootstrap_record(settings.seed)
     about = {"model": name, "scale": params.scale, "backbone": params.backbone.name, "pooler": settings.pooler}
     mteb = {**about, "enabled": settings.mteb.enabled, "local_items": settings.mteb.local_items, "suites": {}}
     if suites:
@@ -123,7 +123,7 @@ def run_pipeline_evaluation(name: str, params: Params) -> PipelineEvaluation:
 
 def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pairs: int | None, senteval: Path,
                         batch_size: int, max_length: int, device: str, token_budget: int | str = "auto",
-                        seed: int = Params.model_fields["seed"].default, bootstrap: int = 0) -> dict:
+                        seed: int = EvalSettings.model_fields["seed"].default, bootstrap: int = 0) -> dict:
     """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings); `seed`
     draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals). Settings are named
     by the evaluate command's options in errors."""
