@@ -1,0 +1,304 @@
+"""Calibration by simulation of the verdict rules that count pair and seed noise
+(pipeline.reporting.noise): statistics are code, so each rule is held to its stated error rate.
+
+Synthetic scores from a seeded Generator: per claim, one score per training seed with sd σ, plus one
+draw of pair noise (sd τ) on the difference — every seed of a model is scored on the same test pairs,
+so that draw is shared by all seeds of the comparison. Each case simulates ≥ 2,000 claims; a rate
+passes at nominal + 3 Monte Carlo sd (5 % → 6.5 %, 2.5 % → 3.6 %).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from pipeline.reporting import noise
+from pipeline.reporting.noise import (
+    CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, PAPER_SCALE_PRIOR, REPRODUCED, SeedNoise,
+    benjamini_hochberg, compare_arms, compare_many, correlation_verdict, decidable_gap, expected_by_chance,
+    family_verdicts, order_verdict, order_verdicts, seeds_needed, trend_verdict, value_verdict, value_verdicts,
+)
+
+CLAIMS = 4000
+FIVE, TWO_AND_A_HALF = 0.065, 0.036  # nominal + 3 Monte Carlo sd at 2,000 claims
+SIGMAS = (0.3, 0.5, 0.8)
+TAUS = (0.0, 0.35)
+
+
+def arms(rng: np.random.Generator, n_a: int, n_b: int, sigma: float, tau: float, delta: float = 0.0,
+         claims: int = CLAIMS) -> tuple[np.ndarray, np.ndarray]:
+    """Independent arms: seed noise per run, one pair-noise draw per claim shared by arm A's seeds."""
+    a = 70.0 + delta + sigma * rng.standard_normal((claims, n_a)) + tau * rng.standard_normal((claims, 1))
+    return a, 70.0 + sigma * rng.standard_normal((claims, n_b))
+
+
+def paired_arms(rng: np.random.Generator, n: int, sigma: float, tau: float, rho: float = 0.7) -> tuple[np.ndarray, np.ndarray]:
+    """Both models from the same runs: a shared run effect (correlation rho) plus each model's own noise."""
+    run = math.sqrt(rho) * sigma * rng.standard_normal((CLAIMS, n))
+    own = math.sqrt(1 - rho) * sigma
+    a = 70.0 + run + own * rng.standard_normal((CLAIMS, n)) + tau * rng.standard_normal((CLAIMS, 1))
+    return a, 70.0 + run + own * rng.standard_normal((CLAIMS, n))
+
+
+def decided_rate(a: np.ndarray, b: np.ndarray, tau: float, paired: bool = False, prior: SeedNoise | None = None) -> float:
+    batch = compare_many(a, b, tau ** 2, paired, prior)
+    verdicts = order_verdicts(*batch.interval(), batch.se)
+    return float(np.isin(verdicts, (HOLDS, CONTRADICTED)).mean())
+
+
+# --- order: equal arms are decided at most 5 % of the time -----------------------------------------
+
+
+@pytest.mark.parametrize("tau", TAUS)
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_one_seed_each_with_the_true_prior_decides_equal_arms_at_most_five_percent(sigma, tau):
+    a, b = arms(np.random.default_rng(1), 1, 1, sigma, tau)
+    assert decided_rate(a, b, tau, prior=SeedNoise(sigma, None, "truth")) <= FIVE
+
+
+@pytest.mark.parametrize("seeds", (2, 3, 5))
+@pytest.mark.parametrize("tau", TAUS)
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_welch_decides_equal_arms_at_most_five_percent(sigma, tau, seeds):
+    a, b = arms(np.random.default_rng(2), seeds, seeds, sigma, tau)
+    assert decided_rate(a, b, tau) <= FIVE
+
+
+@pytest.mark.parametrize("seeds", (2, 3, 5))
+@pytest.mark.parametrize("tau", TAUS)
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_paired_arms_decide_equal_arms_at_most_five_percent(sigma, tau, seeds):
+    a, b = paired_arms(np.random.default_rng(3), seeds, sigma, tau)
+    assert decided_rate(a, b, tau, paired=True) <= FIVE
+
+
+def test_unequal_seed_counts_and_a_paired_prior_keep_their_rate():
+    rng = np.random.default_rng(4)
+    a, b = arms(rng, 2, 5, 0.5, 0.35)
+    assert decided_rate(a, b, 0.35) <= FIVE
+    a, b = arms(rng, 1, 3, 0.5, 0.35)  # one arm of 1 seed: the prior, though the other arm has three
+    assert decided_rate(a, b, 0.35, prior=SeedNoise(0.5, None, "truth")) <= FIVE
+    a, b = paired_arms(rng, 1, 0.5, 0.35)  # the prior is of the within-run difference: sd σ·√(2(1 − ρ))
+    assert decided_rate(a, b, 0.35, paired=True, prior=SeedNoise(0.5 * math.sqrt(2 * 0.3), None, "truth")) <= FIVE
+
+
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_five_seeds_each_find_a_three_sigma_difference(sigma):
+    a, b = arms(np.random.default_rng(5), 5, 5, sigma, 0.1, delta=3 * sigma)
+    batch = compare_many(a, b, 0.1 ** 2)
+    assert (order_verdicts(*batch.interval(), batch.se) == HOLDS).mean() >= 0.80
+
+
+def test_ignoring_seed_noise_is_anti_conservative():
+    """Why the seed term is there: a pair-only interval on 1 seed each (σ 0.5, τ 0.2) decides equal
+    arms far more often than 5 %, while the pair + seed interval keeps to it."""
+    rng = np.random.default_rng(6)
+    a, b = arms(rng, 1, 1, 0.5, 0.2, claims=2000)
+    prior = SeedNoise(0.5, None, "truth")
+    estimates = [compare_arms(x, y, 0.2 ** 2, noise=prior) for x, y in zip(a, b)]
+    naive = np.mean([low > 0 or high < 0 for low, high in (estimate.pair_interval for estimate in estimates)])
+    honest = np.mean([order_verdict(estimate) != INCONCLUSIVE for estimate in estimates])
+    assert naive > 0.30
+    assert honest <= FIVE
+
+
+# --- the scalar API agrees with its vectorised form and with scipy -----------------------------------
+
+
+def test_compare_arms_matches_scipy_welch_and_paired_intervals_without_pair_noise():
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(71, 0.6, 4), rng.normal(70, 0.4, 6)
+    estimate = compare_arms(a, b, 0.0)
+    expected = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert estimate.interval == pytest.approx((expected.low, expected.high))
+    b = rng.normal(70, 0.5, 5)
+    a = b + rng.normal(0.5, 0.2, 5)
+    estimate, expected = compare_arms(a, b, 0.0, paired=True), stats.ttest_rel(a, b).confidence_interval(0.95)
+    assert estimate.interval == pytest.approx((expected.low, expected.high))
+    assert estimate.seeds == (5, 5) and estimate.df == pytest.approx(4)
+
+
+def test_compare_arms_adds_pair_noise_in_quadrature():
+    a, b = np.array([70.0, 70.4, 70.9]), np.array([69.5, 69.8, 70.0])
+    estimate = compare_arms(a, b, 0.09)
+    parts = (a.var(ddof=1) / 3, b.var(ddof=1) / 3)
+    nu = sum(parts) ** 2 / sum(part ** 2 / 2 for part in parts)  # Welch, over the seed parts
+    assert estimate.se == pytest.approx(math.sqrt(sum(parts) + 0.09))
+    assert estimate.df == pytest.approx(nu)
+    assert estimate.half_width == pytest.approx(math.sqrt(stats.t.ppf(0.975, nu) ** 2 * sum(parts) + 1.959964 ** 2 * 0.09))
+    assert estimate.half_width_at(0.95) == pytest.approx(estimate.half_width)
+    assert estimate.pair_interval == pytest.approx((estimate.difference - 1.959964 * 0.3, estimate.difference + 1.959964 * 0.3))
+    assert estimate.tau == pytest.approx(0.3) and estimate.seed_source.startswith("measured")
+
+
+def test_scalar_and_vectorised_order_verdicts_agree():
+    rng = np.random.default_rng(8)
+    a, b = arms(rng, 3, 3, 0.5, 0.2, delta=0.8, claims=300)
+    batch = compare_many(a, b, 0.04)
+    vectorised = order_verdicts(*batch.interval(), batch.se)
+    assert [order_verdict(compare_arms(x, y, 0.04)) for x, y in zip(a, b)] == vectorised.tolist()
+
+
+def test_a_single_seed_needs_a_prior_and_pairs_need_equal_seeds():
+    with pytest.raises(ValueError, match="noise=SeedNoise"):
+        compare_arms(np.array([70.0]), np.array([69.0, 69.5]), 0.01)
+    with pytest.raises(ValueError, match="equal seeds"):
+        compare_arms(np.array([70.0, 70.2]), np.array([69.0, 69.5, 69.1]), 0.01, paired=True)
+    with pytest.raises(ValueError, match="noise=SeedNoise"):
+        value_verdict(np.array([70.0]), 70.0, 0.5, 0.01, None)
+    estimate = compare_arms(np.array([70.0]), np.array([69.0]), 0.0, noise=PAPER_SCALE_PRIOR)
+    assert estimate.df == math.inf and estimate.seed_source == PAPER_SCALE_PRIOR.source
+    assert estimate.half_width == pytest.approx(1.959964 * 0.79 * math.sqrt(2))
+
+
+# --- degenerate arms: nothing varied, nothing decided ------------------------------------------------
+
+
+@pytest.mark.parametrize("seeds", (2, 3, 5))
+def test_degenerate_arms_are_never_decided(seeds):
+    rng = np.random.default_rng(9)
+    jitter = lambda shift: shift + rng.uniform(-1e-4, 1e-4, (CLAIMS, seeds))  # noqa: E731
+    for a, b in ((jitter(80.0), jitter(70.0)), (jitter(70.0), jitter(80.0)), (jitter(70.0), jitter(70.0))):
+        for paired in (False, True):
+            batch = compare_many(a, b, 0.0, paired)
+            assert set(order_verdicts(*batch.interval(), batch.se)) == {INCONCLUSIVE}
+        estimate = compare_arms(a[0], b[0], 0.0)
+        assert order_verdict(estimate) == INCONCLUSIVE and decidable_gap(estimate) == math.inf
+        assert trend_verdict([estimate], "first-best") == (INCONCLUSIVE, [INCONCLUSIVE])
+    assert set(value_verdicts(jitter(70.0), np.full(CLAIMS, 70.0), 0.5, 0.0, None)[0]) == {INCONCLUSIVE}
+    zero = SeedNoise(0.0, None, "zero")
+    assert order_verdict(compare_arms(np.array([80.0]), np.array([70.0]), 0.0, noise=zero)) == INCONCLUSIVE
+
+
+# --- value: the paper's number as one more run of ours -----------------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", (0.0, 0.5))
+@pytest.mark.parametrize("seeds", (1, 3, 5))
+@pytest.mark.parametrize("tau", TAUS)
+@pytest.mark.parametrize("sigma", SIGMAS)
+def test_a_paper_run_from_our_own_distribution_is_rarely_called_different(sigma, tau, seeds, epsilon):
+    rng = np.random.default_rng(10)
+    ours = 70.0 + sigma * rng.standard_normal((CLAIMS, seeds)) + tau * rng.standard_normal((CLAIMS, 1))
+    paper = 70.0 + sigma * rng.standard_normal(CLAIMS)
+    verdicts, low, high = value_verdicts(ours, paper, epsilon, tau ** 2, SeedNoise(sigma, None, "truth"))
+    assert (verdicts == NOT_REPRODUCED).mean() <= TWO_AND_A_HALF
+    assert (verdicts == HIGHER).mean() <= TWO_AND_A_HALF
+    assert ((low <= 0) & (high >= 0)).mean() >= 1 - FIVE  # the prediction interval covers the paper run
+
+
+def test_value_verdict_bands():
+    prior = SeedNoise(0.1, None, "tight")
+    assert value_verdict(np.array([70.1]), 70.0, 1.0, 0.0, prior)[0] == REPRODUCED
+    assert value_verdict(np.array([72.0]), 70.0, 0.5, 0.0, prior)[0] == HIGHER
+    assert value_verdict(np.array([68.0]), 70.0, 0.5, 0.0, prior)[0] == NOT_REPRODUCED
+    assert value_verdict(np.array([70.1]), 70.0, 0.1, 0.0, prior)[0] == CONSISTENT
+    assert value_verdict(np.array([70.45]), 70.0, 0.5, 0.0, prior)[0] == INCONCLUSIVE
+    verdict, (low, high) = value_verdict(np.array([70.0, 70.6, 70.3]), 70.0, 0.5, 0.0, None)
+    half = stats.t.ppf(0.975, 2) * math.sqrt(0.09 * (1 + 1 / 3))
+    assert (low, high) == pytest.approx((0.3 - half, 0.3 + half)) and verdict == CONSISTENT
+
+
+# --- trends: a flat sweep is contradicted at most 5 % of the time, family-wise -------------------------
+
+
+def flat_family(rng: np.random.Generator, models: int, pairs: list[tuple[int, int]], sigma: float, tau: float):
+    """Equal models of 3 seeds each; each model's own test-pair noise (variance τ²/2: a pair's τ² in all)."""
+    scores = 70.0 + sigma * rng.standard_normal((models, CLAIMS, 3)) + tau / math.sqrt(2) * rng.standard_normal((models, CLAIMS, 1))
+    batches = [compare_many(scores[i], scores[j], tau ** 2) for i, j in pairs]
+    return [np.stack([getattr(batch, name) for batch in batches], axis=1) for name in ("difference", "seed_var", "df", "tau2")], scores
+
+
+@pytest.mark.parametrize("tau", TAUS)
+@pytest.mark.parametrize("sigma", SIGMAS)
+@pytest.mark.parametrize("shape", ("first-best", "decreasing"))
+def test_a_flat_trend_is_rarely_contradicted(shape, sigma, tau):
+    if shape == "first-best":
+        models, pairs = 8, [(0, j) for j in range(1, 8)]
+    else:
+        models, pairs = 7, [(i, i + 1) for i in range(6)] + [(0, 6)]
+    arrays, scores = flat_family(np.random.default_rng(11), models, pairs, sigma, tau)
+    family, pair = family_verdicts(*arrays)
+    assert pair.shape == (CLAIMS, len(pairs))
+    assert (family == CONTRADICTED).mean() <= FIVE
+    for claim in range(20):  # the scalar rule on Estimates agrees with the vectorised one
+        estimates = [compare_arms(scores[i, claim], scores[j, claim], tau ** 2) for i, j in pairs]
+        assert trend_verdict(estimates, shape) == (family[claim], pair[claim].tolist())
+
+
+def test_a_clear_trend_holds_and_a_reversed_one_is_contradicted():
+    rng = np.random.default_rng(12)
+    scores = [70.0 - 2 * k + 0.2 * rng.standard_normal(5) for k in range(4)]
+    pairs = [(0, 1), (1, 2), (2, 3), (0, 3)]
+    assert trend_verdict([compare_arms(scores[i], scores[j], 0.01) for i, j in pairs], "decreasing")[0] == HOLDS
+    assert trend_verdict([compare_arms(scores[j], scores[i], 0.01) for i, j in pairs], "decreasing")[0] == CONTRADICTED
+    with pytest.raises(ValueError, match="shape"):
+        trend_verdict([compare_arms(scores[0], scores[1], 0.01)], "increasing")
+
+
+# --- correlations -------------------------------------------------------------------------------------
+
+
+def test_independent_columns_rarely_hold_a_correlation():
+    rng = np.random.default_rng(13)
+    verdicts = [correlation_verdict(rng.standard_normal(9), rng.standard_normal(9), permutations=2000, seed=draw)[0]
+                for draw in range(2000)]
+    assert verdicts.count(HOLDS) / len(verdicts) <= FIVE
+    assert verdicts.count(CONTRADICTED) / len(verdicts) <= FIVE
+
+
+def test_a_clear_relation_holds_and_its_opposite_is_contradicted():
+    x = np.arange(9.0)
+    y = x + np.random.default_rng(14).normal(0, 1.0, 9)
+    verdict, rho, p = correlation_verdict(x, y)
+    assert verdict == HOLDS and rho > 0.8 and p < 0.01
+    assert rho == pytest.approx(stats.spearmanr(x, y).statistic)
+    assert correlation_verdict(x, y, claimed_sign=-1)[0] == CONTRADICTED
+    assert correlation_verdict(x, y, threshold=0.9)[0] == INCONCLUSIVE  # significant, but not above the claimed strength
+    assert correlation_verdict(x, np.ones(9))[0] == INCONCLUSIVE
+
+
+# --- what it would take -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("sigma", "gap", "low", "high"), ((0.3, 0.84, 19, 25), (0.5, 1.39, 49, 65), (0.8, 2.22, 123, 165)))
+def test_design_doc_figures(sigma, gap, low, high):
+    """The design doc at paper scale, τ ≈ 0: one seed each decides only |Δ| ≳ 1.96·√2·σ, and a
+    0.3-point gap needs the stated seeds per arm. Its ranges correspond to a small τ (≈ 0.05);
+    at τ = 0 exactly, n is the textbook 2σ²(z + z)²/gap² rounded up and refined with t."""
+    prior = SeedNoise(sigma, None, "paper scale")
+    one_seed = compare_arms(np.array([70.0]), np.array([70.0]), 0.0, noise=prior)
+    assert decidable_gap(one_seed) == pytest.approx(1.959964 * math.sqrt(2) * sigma)
+    with_pairs = compare_arms(np.array([70.0]), np.array([70.0]), 0.05 ** 2, noise=prior)
+    assert round(decidable_gap(with_pairs), 2) == gap
+    assert low <= seeds_needed(0.3, sigma, 0.05 ** 2) <= high
+    textbook = 2 * sigma ** 2 * (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) ** 2 / 0.3 ** 2
+    assert math.ceil(textbook) <= seeds_needed(0.3, sigma, 0.0) <= math.ceil(textbook) + 2
+    assert seeds_needed(0.3, sigma, 0.0, paired=True) < seeds_needed(0.3, sigma, 0.0)
+
+
+def test_seeds_needed_gives_up_when_pairs_dominate_or_seeds_run_out():
+    assert seeds_needed(0.3, 0.5, 0.11 ** 2) is None  # (0.3 / 2.80)² ≈ 0.0115 ≤ τ²: more test pairs, not seeds
+    assert seeds_needed(0.01, 0.8, 0.0, max_seeds=1000) is None
+    assert seeds_needed(5.0, 0.3, 0.0) == 2
+
+
+def test_seeds_needed_achieves_its_power_in_simulation():
+    n = seeds_needed(1.0, 0.8, 0.1 ** 2)
+    a, b = arms(np.random.default_rng(15), n, n, 0.8, 0.1, delta=1.0)
+    batch = compare_many(a, b, 0.1 ** 2)
+    assert (order_verdicts(*batch.interval(), batch.se) == HOLDS).mean() >= 0.80 - 3 * math.sqrt(0.16 / CLAIMS)
+
+
+# --- multiplicity -------------------------------------------------------------------------------------
+
+
+def test_multiplicity_helpers():
+    assert expected_by_chance(40) == pytest.approx(2.0)
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.2]) == [True, False, False, False]
+    assert benjamini_hochberg([0.01, 0.02, 0.03, 0.04]) == [True, True, True, True]
+    assert benjamini_hochberg([]) == []
+    assert noise.CONSISTENT == "consistent within seed noise"
