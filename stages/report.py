@@ -31,7 +31,10 @@ def command(
     run: bool = typer.Option(False, "--run", help="with --queue: queue them now"),
 ) -> None:
     from pipeline.errors import PipelineError
+    from pipeline import paths
     from pipeline.reporting.claims import evaluate_claims, load_claims
+    from pipeline.reporting.decidability import annotate, claim_details, gpu_hours_per_seed
+    from pipeline.reporting.seed_record import load_record
     from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.inconsistencies import check_references, inconsistencies
     from pipeline.reporting.queue import failed_experiments
@@ -52,7 +55,8 @@ def command(
     if queue is None:
         claims = load_claims(tables, workspace_params, claims_file)
         built = build_tables(tables, source)
-        verdicts = evaluate_claims(claims, tables, source)
+        verdicts = evaluate_claims(claims, tables, source, load_record())  # arms from the committed seed record
+        annotate(verdicts, tables, gpu_hours_per_seed(paths.BENCH.with_name("bench-gpu.json")))
         environments = recorded_environments()  # every input read (and checked) before the first write
         write_training_figures()
         found = source.experiments
@@ -60,7 +64,7 @@ def command(
         write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
         own_numbers = inconsistencies(tables, Path(workspace_params["checkpoints"]["catalogue"]))
         claims_line = write_reproduction(verdicts, claims, workspace_params, environments,
-                                         inconsistencies=own_numbers)
+                                         inconsistencies=own_numbers, details=claim_details(verdicts, tables, workspace_params["scale"]))
         summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")
         return
 

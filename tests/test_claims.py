@@ -19,10 +19,12 @@ import yaml
 from pipeline.errors import PipelineError
 from pipeline.reporting.claims import (
     CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, OTHER_BACKBONE, OTHER_SCALE, REPRODUCED, VERDICTS,
-    evaluate_claims, order_verdict, parse_claims, seed_interval, value_verdict, verdict_counts, verdict_key,
+    CONSISTENT, evaluate_claims, parse_claims, verdict_counts, verdict_key,
 )
+from pipeline.models import MODEL_NAMES
 from pipeline.reporting.report import write_reproduction
-from pipeline.reporting.runs import ExperimentSearch, Run, recorded_environments
+from pipeline.reporting.seed_record import SeedRecord
+from pipeline.reporting.runs import SCORE_COLUMNS, ExperimentSearch, Run, recorded_environments
 from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource
 
@@ -75,10 +77,18 @@ def value_claim(**changes) -> dict:
     return claim | changes
 
 
-def evaluate(raw: dict, params: dict, files: dict, runs: list[Run] | None = None):
+def evaluate(raw: dict, params: dict, files: dict, runs: list[Run] | None = None, record: SeedRecord | None = None):
     claims = parse_claims(raw, TABLES, params)
     source = RunSource(Run("workspace", params, files), lambda: ExperimentSearch(runs or [], None if runs else "none"))
-    return evaluate_claims(claims, TABLES, source)
+    return evaluate_claims(claims, TABLES, source, record)
+
+
+def quiet_record(params: dict, sd: float = 0.1, seeds: int = 21) -> SeedRecord:
+    """A seed record of the run's scale and backbone, made with other settings (so it lends its
+    noise, not its arms): every model's scores over `seeds` seeds, per-run sd `sd`."""
+    rng = np.random.default_rng(7)
+    values = {model: {column: list(70.0 + rng.normal(0.0, sd, seeds)) for column in SCORE_COLUMNS} for model in MODEL_NAMES}
+    return SeedRecord(params["scale"], params["backbone"]["name"], "other settings", list(range(seeds)), values, "test record")
 
 
 @pytest.fixture
@@ -87,32 +97,8 @@ def paper_params(tiny_params_dict) -> dict:
     return tiny_params_dict | {"scale": "paper", "backbone": tiny_params_dict["backbone"] | {"name": "bert"}}
 
 
-# --- the verdict rules on hand-made numbers ---------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "ours, interval, expected",
-    [
-        (79.30, (78.80, 79.80), REPRODUCED),  # |Δ| = 0.28 ≤ ε
-        (79.08, None, REPRODUCED),  # |Δ| = ε exactly: inside the band
-        (81.00, (80.40, 81.60), HIGHER),  # above the band, the whole interval too
-        (77.00, (76.20, 77.80), NOT_REPRODUCED),  # below the band, the whole interval too
-        (78.60, (78.00, 79.20), INCONCLUSIVE),  # below the band, the interval reaching into it
-        (80.50, (79.90, 81.10), INCONCLUSIVE),  # above the band, the interval reaching into it
-        (78.60, None, NOT_REPRODUCED),  # no interval: the point alone decides
-    ],
-)
-def test_value_verdict_rules(ours, interval, expected):
-    assert value_verdict(ours, 79.58, 0.5, interval) == expected
-
-
-@pytest.mark.parametrize(
-    "interval, margin, expected",
-    [((0.1, 0.9), 0.0, HOLDS), ((-0.9, -0.1), 0.0, CONTRADICTED), ((-0.2, 0.3), 0.0, INCONCLUSIVE),
-     ((-0.3, 0.2), -0.5, HOLDS), ((-0.9, -0.6), -0.5, CONTRADICTED)],
-)
-def test_order_verdict_rules(interval, margin, expected):
-    assert order_verdict(interval, margin) == expected
+# The verdict rules themselves (pair + seed noise) are pipeline/reporting/noise.py's, calibrated by
+# simulation in tests/test_noise.py; these tests check the claims that use them.
 
 
 # --- order claims against planted runs --------------------------------------------------------------
@@ -123,11 +109,18 @@ def test_a_planted_better_model_makes_its_order_claim_hold(tiny_params_dict):
     shared = rng.normal(0.0, 1.0, RESAMPLES)  # the resampled pairs move both models alike
     files = files_of({"joint": (73.0, 73.0 + shared + rng.normal(0, 0.2, RESAMPLES)),
                       "ensemble": (71.0, 71.0 + shared + rng.normal(0, 0.2, RESAMPLES))})
-    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
     assert result.verdict == HOLDS
     (pair,) = result.comparisons
     assert pair.difference == pytest.approx(2.0)
     assert 1.0 < pair.interval[0] < 2.0 < pair.interval[1] < 3.0
+    assert pair.estimate.seeds == (1, 1) and "within-run difference" in pair.estimate.seed_source
+    assert "1 vs 1 seeds; seed noise measured" in result.claim.ours_text(result)
+    # without a seed record at this scale, one run each borrows the paper-scale prior (sd 0.79 per run):
+    # a 2-point gap is then within seed noise
+    (unknown,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert unknown.verdict == INCONCLUSIVE and "prior" in unknown.comparisons[0].estimate.seed_source
+    assert "What would decide it" not in unknown.claim.verdict_text(unknown)  # annotated by the report stage only
 
 
 def test_a_noise_level_difference_is_inconclusive(tiny_params_dict):
@@ -144,7 +137,7 @@ def test_a_planted_reversal_contradicts_the_claim(tiny_params_dict):
     rng = np.random.default_rng(2)
     base = 71.0 + rng.normal(0.0, 1.0, RESAMPLES)
     files = files_of({"joint": (69.0, base - 2.0 + rng.normal(0, 0.2, RESAMPLES)), "ensemble": (71.0, base)})
-    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
     assert result.verdict == CONTRADICTED
 
 
@@ -167,9 +160,9 @@ def test_a_trend_is_checked_as_its_order_claims(tiny_params_dict):
     trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "backbone": "bert", "metric": "avg", "paper": "…",
              "shape": "decreasing", "subjects": subjects}
     best = trend | {"id": "best", "shape": "first-best", "subjects": subjects[::-1]}
-    falls, first_best = evaluate(claims_file(trend, best), tiny_params_dict, files)
+    falls, first_best = evaluate(claims_file(trend, best), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
     assert falls.verdict == HOLDS and [(p.better, p.worse) for p in falls.comparisons] == [
-        ("TNCSE", "untrained twin"), ("untrained twin", "Tower I")]
+        ("TNCSE", "untrained twin"), ("untrained twin", "Tower I"), ("TNCSE", "Tower I")]  # the endpoints too
     assert first_best.verdict == CONTRADICTED and len(first_best.comparisons) == 2
 
 
@@ -195,8 +188,9 @@ def test_the_sick_question_is_not_run_until_its_experiment_exists(tiny_params_di
         "dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=0 -S data.add_sick=false"]
     no_sick = Run("exp no-sick", tiny_params_dict | {"data": tiny_params_dict["data"] | {"add_sick": False}},
                   files_of({"joint": (72.9, np.full(10, 72.9))}))
-    (result,) = evaluate(claims_file(sick), tiny_params_dict, files, runs=[no_sick])
-    assert result.verdict == HOLDS  # −0.1 on every resample, above the −0.5 margin
+    (result,) = evaluate(claims_file(sick), tiny_params_dict, files, runs=[no_sick], record=quiet_record(tiny_params_dict))
+    assert result.verdict == HOLDS  # −0.1 on every resample, above the −0.5 margin, with two runs' seed noise
+    assert "pooled" in result.comparisons[0].estimate.seed_source  # two runs: per-run noise, not a within-run difference
     assert result.comparisons[0].difference == pytest.approx(-0.1)
 
 
@@ -204,25 +198,33 @@ def test_the_sick_question_is_not_run_until_its_experiment_exists(tiny_params_di
 
 
 def test_a_value_claim_compares_at_its_scale_only(tiny_params_dict, paper_params):
+    """One run of ours against the paper's one run: the prediction interval counts both runs' seed
+    noise (the paper-scale prior, sd 0.79), wider than ε = 0.5, and holds 0: consistent within seed noise."""
     files = {"reports/metrics/details/joint.json": details(79.30, (78.9, 79.7))}
     (at_paper,) = evaluate(claims_file(value_claim()), paper_params, files)
-    assert (at_paper.verdict, at_paper.ours, at_paper.paper, at_paper.interval) == (REPRODUCED, 79.30, 79.58, (78.9, 79.7))
+    assert (at_paper.verdict, at_paper.ours, at_paper.paper, at_paper.seeds) == (CONSISTENT, 79.30, 79.58, 1)
+    half = 1.959964 * 0.79 * np.sqrt(2)
+    assert at_paper.interval == pytest.approx((-0.28 - half, -0.28 + half), abs=1e-3)
     assert at_paper.epsilon == 0.5 and at_paper.epsilon_reason == "stated default"
+    assert "prior" in at_paper.noise_source
     (at_tiny,) = evaluate(claims_file(value_claim()), tiny_params_dict, files)
     assert at_tiny.verdict == OTHER_SCALE and at_tiny.ours == 79.30
 
 
 def test_a_value_claim_on_a_model_with_seed_runs_uses_them(paper_params):
+    """Seed runs are the arm: a prediction interval from their spread (t on n − 1 df, √(1 + 1/n));
+    ε stays the stated tolerance, never their sd."""
     averages = {1: 78.0, 2: 78.6, 3: 79.2}
     runs = [Run(f"exp seed-{seed}", paper_params | {"seed": seed}, {"reports/metrics/details/joint.json": details(avg)})
             for seed, avg in averages.items()]
     files = {"reports/metrics/details/joint.json": details(70.0)}
     (result,) = evaluate(claims_file(value_claim(seeds="seeds-tncse")), paper_params, files, runs)
     std = float(np.std(list(averages.values()), ddof=1))
-    assert result.ours == pytest.approx(78.6) and result.epsilon == pytest.approx(std)
-    assert "3 seed runs" in result.epsilon_reason and "seeds-tncse" in result.run
-    assert result.interval == pytest.approx(seed_interval(78.6, std, 3))
-    assert result.verdict == INCONCLUSIVE  # 78.6 is 0.98 under 79.58, ε = 0.6; the t interval reaches the band
+    half = 4.302653 * std * np.sqrt(1 + 1 / 3)
+    assert result.ours == pytest.approx(78.6) and result.epsilon == 0.5 and result.seeds == 3
+    assert "3 seed runs" in result.run and "seeds-tncse" in result.run
+    assert result.interval == pytest.approx((78.6 - 79.58 - half, 78.6 - 79.58 + half), abs=1e-3)
+    assert result.verdict == CONSISTENT  # Δ = −0.98, the interval ±2.98 holds 0 and is wider than ε
 
 
 # --- spec errors --------------------------------------------------------------------------------------
@@ -302,7 +304,7 @@ def test_a_roberta_claim_at_tiny_scale_reads_other_backbone_and_is_counted_once(
     shared = rng.normal(0.0, 1.0, RESAMPLES)
     files = files_of({"joint": (75.0, 75.0 + shared), "ensemble": (73.0, 73.0 + shared)})
     bert, roberta = order_claim(), order_claim(id="tncse-beats-untrained-roberta", backbone="roberta")
-    on_bert, on_roberta = evaluate(claims_file(bert, roberta), tiny_params_dict, files)
+    on_bert, on_roberta = evaluate(claims_file(bert, roberta), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
     assert on_bert.verdict == HOLDS  # MiniLM stands in for BERT-base (conf/backbone/minilm.yaml)
     assert on_roberta.verdict == OTHER_BACKBONE and on_roberta.comparisons == []
     assert "RoBERTa-base is not this run's backbone" in on_roberta.note and "minilm" in on_roberta.note
@@ -354,7 +356,9 @@ def test_a_metric_without_resamples_is_judged_against_its_band(tiny_params_dict)
                             band_reason="stated")
     files = {"reports/analysis/joint.json": {"alignment": 0.20}, "reports/analysis/ensemble.json": {"alignment": 0.25}}
     (result,) = evaluate(claims_file(alignment), tiny_params_dict, files)
-    assert result.verdict == HOLDS and result.comparisons[0].difference == pytest.approx(0.05)
+    # printed as labelled, TNCSE − untrained = −0.05: lower, so better; one run each, so no interval is shown
+    assert result.verdict == HOLDS and result.comparisons[0].difference == pytest.approx(-0.05)
+    assert result.comparisons[0].interval is None and "(one run each)" in result.claim.ours_text(result)
     files["reports/analysis/joint.json"] = {"alignment": 0.245}
     (result,) = evaluate(claims_file(alignment), tiny_params_dict, files)
     assert result.verdict == INCONCLUSIVE  # 0.005 better, inside the band
@@ -364,10 +368,17 @@ def test_a_metric_without_resamples_is_judged_against_its_band(tiny_params_dict)
 
 def test_systems_we_do_not_run_are_the_papers_numbers_or_not_run(tiny_params_dict, paper_params):
     rankcse = {"label": "RankCSE+UC", "paper_number": 80.32, "number_source": "TNCSE Table 1"}
-    files = {"reports/metrics/details/joint.json": details(81.0, (80.6, 81.4))}
+    rng = np.random.default_rng(6)
+    files = files_of({"joint": (81.0, 81.0 + rng.normal(0, 0.2, RESAMPLES))})
     claim = order_claim(worse=rankcse)
     (at_paper,) = evaluate(claims_file(claim), paper_params, files)
-    assert at_paper.verdict == HOLDS and at_paper.comparisons[0].interval == pytest.approx((0.28, 1.08))
+    # the paper's number is one run of RankCSE: both runs' seed noise (the prior) and our pair noise count
+    assert at_paper.verdict == INCONCLUSIVE and at_paper.comparisons[0].difference == pytest.approx(0.68)
+    half = 1.959964 * np.sqrt(2 * 0.79 ** 2 + np.var(files["reports/metrics/bootstrap/joint.json"]["scores"]["avg"], ddof=1))
+    assert at_paper.comparisons[0].interval == pytest.approx((0.68 - half, 0.68 + half), abs=0.02)
+    files = files_of({"joint": (84.0, 84.0 + rng.normal(0, 0.2, RESAMPLES))})
+    (clear,) = evaluate(claims_file(claim), paper_params, files)
+    assert clear.verdict == HOLDS
     (at_tiny,) = evaluate(claims_file(claim), tiny_params_dict, files)
     assert at_tiny.verdict == OTHER_SCALE  # the paper's number is at paper scale
     single = order_claim(better={"label": "TNCSE-Single", "unavailable": "no such model in the registry"})

@@ -404,7 +404,7 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     assert "[experiments.md](experiments.md)" in (tmp_path / "reports" / "tables" / "README.md").read_text()
     figures = {f"{table}.png" for table, spec in TABLES.tables.items() if spec.figure} | {"tensor_norm_surface.png"}
     drawn = {path.name for path in (tmp_path / "reports" / "figures").iterdir()}
-    assert drawn == figures | {"training_loss.png", "training_dev.png"}  # every figure in one folder
+    assert drawn == figures | {"training_loss.png", "training_dev.png", "claims.png"}  # every figure in one folder
     assert workspace_run({}, tmp_path).files["reports/metrics/joint.json"]["avg"] == 73.0
     out = capsys.readouterr().out
     assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in out

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from abc import abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -37,7 +37,13 @@ from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.evaluation.intervals import CONFIDENCE, paired_interval
 from pipeline.models import MODEL_NAMES
+from pipeline.reporting.arms import Arm, arm_of, borrowed_noise, pair_variance, paired
 from pipeline.reporting.backbones import other_backbone
+from pipeline.reporting.noise import (
+    CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Estimate, compare_arms,
+    correlation_verdict, decidable_gap, order_verdict, seeds_needed, trend_verdict, value_verdict,
+)
+from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
 from pipeline.reporting.spec import (
     ANALYSIS_PREFIX, MTEB_PREFIX, ExperimentSpec, RowSpec, Spec, TablesFile, TableSpec, check_paper_backbone, split_override,
@@ -46,11 +52,11 @@ from pipeline.reporting.tables import Row, RunSource, build_table, experiment_ax
 from pipeline.settings_rules import SCALES
 
 CLAIMS_FILE = Path("claims.yaml")
-REPRODUCED, HIGHER, NOT_REPRODUCED = "reproduced", "reproduced, higher", "not reproduced"
-HOLDS, CONTRADICTED = "holds", "contradicted"
-INCONCLUSIVE, NOT_RUN, OTHER_SCALE = "inconclusive", "not run", "other scale: not compared"
+NOT_RUN, OTHER_SCALE = "not run", "other scale: not compared"
 OTHER_BACKBONE = "other backbone: not compared"
-VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_RUN, OTHER_SCALE, OTHER_BACKBONE)
+VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, CONSISTENT, HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_RUN, OTHER_SCALE,
+            OTHER_BACKBONE)
+UNDECIDED = (INCONCLUSIVE, CONSISTENT)  # judged, but the noise leaves it open: "what it would take" is said
 ORIGINS = ("paper", "project")
 _CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _TOLERANCE = 1e-9  # |Δ| = ε exactly counts as inside the band, whatever the float rounding
@@ -64,18 +70,6 @@ def verdict_key(verdict: str) -> str:
 # --- the verdict rules: the interval of a difference, and the verdict from an interval and a band -----
 
 
-def value_verdict(ours: float, paper: float, epsilon: float, interval: tuple[float, float] | None) -> str:
-    """docs/method.md, "Claims and verdicts": inside the band reproduced; outside it, inconclusive when
-    our interval reaches the band, else higher or not reproduced."""
-    delta = ours - paper
-    if abs(delta) <= epsilon + _TOLERANCE:
-        return REPRODUCED
-    low, high = interval if interval is not None else (ours, ours)
-    if low <= paper + epsilon and high >= paper - epsilon:
-        return INCONCLUSIVE
-    return HIGHER if delta > 0 else NOT_REPRODUCED
-
-
 def interval_verdict(interval: tuple[float, float], margin: float = 0.0, band: float = 0.0) -> str:
     """The interval of better − worse against the margin, widened by `band` either way: wholly above
     holds, wholly below contradicted, else inconclusive."""
@@ -87,20 +81,22 @@ def interval_verdict(interval: tuple[float, float], margin: float = 0.0, band: f
     return INCONCLUSIVE
 
 
-def order_verdict(interval: tuple[float, float], margin: float = 0.0) -> str:
-    """The paired interval of better − worse: above the margin holds, below contradicted, else inconclusive."""
-    return interval_verdict(interval, margin)
+def estimate_arms(better: Arm, worse: Arm, tau2: float, judging: "Judging", models: list[str], column: str) -> Estimate:
+    """better − worse with both sources of noise (`pipeline.reporting.noise.compare_arms`): the arms'
+    own spread where each has two seeds or more, else the seed noise a one-run arm borrows (arms.py)."""
+    together = paired(better, worse)
+    if len(better.values) >= 2 and len(worse.values) >= 2:
+        return compare_arms(better.values, worse.values, tau2, paired=together)
+    noise, of_difference = borrowed_noise(judging.record, judging.params, models, column, together)
+    return compare_arms(better.values, worse.values, tau2, paired=together and of_difference, noise=noise)
 
 
-def difference_interval(better: np.ndarray, worse: np.ndarray) -> tuple[float, float]:
-    """The interval of the difference of two models' paired bootstrap resamples."""
-    return paired_interval(better, worse)
-
-
-def seed_interval(mean: float, std: float, count: int, level: float = CONFIDENCE) -> tuple[float, float]:
-    """The t interval of a mean over `count` seed runs."""
-    half = stats.t.ppf(0.5 + level / 2, count - 1) * std / math.sqrt(count)
-    return mean - half, mean + half
+def flipped(estimate: Estimate) -> Estimate:
+    """The estimate of the opposite difference (worse − better): lower-is-better metrics improve downwards."""
+    low, high = estimate.interval
+    pair = estimate.pair_interval
+    return replace(estimate, difference=-estimate.difference, interval=(-high, -low),
+                   pair_interval=None if pair is None else (-pair[1], -pair[0]))
 
 
 # --- judging: what every kind reads ---------------------------------------------------------------
@@ -113,8 +109,10 @@ class Comparison:
     better: str
     worse: str
     verdict: str
-    difference: float | None = None  # ours, better − worse
-    interval: tuple[float, float] | None = None  # the interval of the difference
+    difference: float | None = None  # ours, better − worse (as labelled, whichever way the metric improves)
+    interval: tuple[float, float] | None = None  # its 95 % interval, pair + seed noise (None: one run each, no noise known)
+    estimate: Estimate | None = None  # the improvement (better − worse, or worse − better when lower is better)
+    arms: tuple[str, str] | None = None  # where each arm's numbers come from
     note: str | None = None  # why it is not run or inconclusive
     commands: list[str] = field(default_factory=list)
 
@@ -132,6 +130,11 @@ class Verdict:
     comparisons: list[Comparison] = field(default_factory=list)
     note: str | None = None
     commands: list[str] = field(default_factory=list)
+    seeds: int | None = None  # a value claim's seeds of ours
+    noise_source: str | None = None  # a value claim's seed noise: measured on its seeds, or borrowed
+    seed_sd: float | None = None  # a value claim's seed sd per run (measured or borrowed)
+    p_value: float | None = None  # a correlation's one-sided permutation p
+    would_take: str | None = None  # for an undecided claim: what would decide it
 
 
 @dataclass
@@ -143,6 +146,7 @@ class Judging:
     tables: TablesFile
     source: RunSource
     axes: list[str]
+    record: SeedRecord | None = None  # the committed seed record (reports/seed_noise.json)
 
     @property
     def params(self) -> dict[str, Any]:
@@ -292,11 +296,21 @@ class ClaimSpec(Spec):
     def verdict_text(self, result: Verdict) -> str:
         notes = result.note.split("; ") if result.note else []
         notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
-        return f"**{result.verdict}**" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+        shown = f"**{result.verdict}**" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+        return shown + (f". What would decide it: {result.would_take}" if result.would_take else "")
 
 
 def _interval_text(interval: tuple[float, float] | None) -> str:
-    return "" if interval is None else f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+    return "" if interval is None else f" [{_number(interval[0])}, {_number(interval[1])}]"
+
+
+def _number(value: float) -> str:
+    return f"{round(value, 2) + 0.0:.2f}"  # + 0.0 turns -0.0 into 0.0
+
+
+def _noise_text(seeds: tuple[int, int] | int, source: str) -> str:
+    shown = f"{seeds[0]} vs {seeds[1]} seeds" if isinstance(seeds, tuple) else f"{seeds} seed{'s' * (seeds != 1)}"
+    return f"{shown}; seed noise {source}"
 
 
 def _signed(number: float) -> str:
@@ -322,7 +336,7 @@ class ValueClaim(ClaimSpec):
     table: str
     row: str
     column: str = Field(description="the column header, as in the table")
-    seeds: str | None = Field(None, description="a table of seed runs of the same model: its mean and sd are used")
+    seeds: str | None = Field(None, description="a table of seed runs of the same model: they are the arm (their spread)")
     epsilon: float | None = Field(None, gt=0, description="the band |Δ| ≤ ε; default: the file's")
     epsilon_reason: str | None = None
 
@@ -361,22 +375,31 @@ class ValueClaim(ClaimSpec):
                          epsilon_reason=claims.default_epsilon_reason)
         if self.epsilon is not None:
             result.epsilon, result.epsilon_reason = self.epsilon, self.epsilon_reason
+        arm = None
         if row.present and row.ours.get(self.column) is not None:
-            result.ours, result.interval, result.run = row.ours[self.column], row.intervals.get(self.column), row.run
-        if self.seeds:
-            _use_seeds(result, build_table(judging.tables, self.seeds, judging.source), _column_path(spec, self.column))
+            arm = arm_of(row, row_spec.model, _column_path(spec, self.column), judging.record, header=self.column)
+            result.ours, result.run = row.ours[self.column], row.run
+        if self.seeds and arm is not None:
+            arm = _seed_table_arm(judging, self.seeds, _column_path(spec, self.column), arm)
         if judging.scale != self.scale:
             result.verdict, result.note = OTHER_SCALE, f"the paper's number is at {self.scale} scale, this run at {judging.scale}"
-        elif result.ours is None:
+        elif arm is None:
             result.note, result.commands = _absence(row)
         else:
-            result.verdict = value_verdict(result.ours, result.paper, result.epsilon, result.interval)
+            noise = None if len(arm.values) >= 2 else borrowed_noise(judging.record, judging.params, [row_spec.model],
+                                                                     _column_path(spec, self.column), False)[0]
+            result.ours, result.seeds, result.run = float(arm.values.mean()), len(arm.values), arm.source
+            result.noise_source = arm.source if noise is None else noise.source
+            result.seed_sd = float(np.std(arm.values, ddof=1)) if noise is None else noise.sd
+            result.verdict, result.interval = value_verdict(arm.values, result.paper, result.epsilon, pair_variance(arm), noise)
         return result
 
     def ours_text(self, result: Verdict) -> str:
         if result.ours is None:
             return "—"
-        return f"{result.ours:.2f}{_interval_text(result.interval)} ({result.run})"
+        if result.seeds is None:
+            return f"{result.ours:.2f} ({result.run})"
+        return f"{result.ours:.2f} ({_noise_text(result.seeds, result.noise_source)})"
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         if result.paper is None:
@@ -386,22 +409,20 @@ class ValueClaim(ClaimSpec):
 
     def verdict_text(self, result: Verdict) -> str:
         shown = super().verdict_text(result)
-        if result.ours is not None and result.paper is not None and result.verdict in (REPRODUCED, HIGHER, NOT_REPRODUCED, INCONCLUSIVE):
-            shown = shown.replace(f"**{result.verdict}**", f"**{result.verdict}** (Δ {_signed(result.ours - result.paper)})", 1)
+        if result.ours is not None and result.paper is not None and result.verdict in (REPRODUCED, HIGHER, NOT_REPRODUCED, *UNDECIDED):
+            delta = f"Δ {_signed(result.ours - result.paper)}{_interval_text(result.interval)}, a prediction interval"
+            shown = shown.replace(f"**{result.verdict}**", f"**{result.verdict}** ({delta})", 1)
         return shown
 
 
-def _use_seeds(result: Verdict, seeds, column: str) -> None:
-    """With two seed runs or more, ours is their mean, its interval the t interval, ε their sample sd."""
-    aggregate = seeds.aggregate
-    header = seeds.spec.columns[column]
-    if aggregate is None or aggregate.ours.get(header) is None or header not in aggregate.spread:
-        return
-    mean, std = aggregate.ours[header], aggregate.spread[header]
-    result.ours, result.interval = mean, seed_interval(mean, std, aggregate.count)
-    result.run = f"{seeds.id}: mean of {aggregate.count} seed runs"
-    result.epsilon = std
-    result.epsilon_reason = f"the sample sd of our {aggregate.count} seed runs ({seeds.id})"
+def _seed_table_arm(judging: Judging, seeds_table: str, column: str, fallback: Arm) -> Arm:
+    """A tables.yaml table of seed runs of the same model (paper scale): its runs are the arm."""
+    table = build_table(judging.tables, seeds_table, judging.source)
+    header = table.spec.columns[column]
+    values = [row.ours[header] for row in table.rows if row.present and row.ours.get(header) is not None]
+    if len(values) < 2:
+        return fallback
+    return Arm(np.asarray(values, dtype=float), [], f"{len(values)} seed runs ({seeds_table})", fallback.resamples, False)
 
 
 class ComparisonClaim(ClaimSpec):
@@ -462,53 +483,49 @@ class ComparisonClaim(ClaimSpec):
             pair.note = "; ".join(note for note, _ in absent)
             pair.commands = [command for _, commands in absent for command in commands]
             return pair
-        values = [subject.paper_number if row is None else row.ours[metric]
-                  for subject, row, metric in zip((better, worse), found, metrics)]
-        sign = -1.0 if self.lower_is_better else 1.0
-        pair.difference = sign * (values[0] - values[1])
+        arms = [_subject_arm(judging, subject, row, metric) for subject, row, metric in zip((better, worse), found, metrics)]
+        pair.arms = (arms[0].source, arms[1].source)
+        pair.difference = float(arms[0].values.mean() - arms[1].values.mean())
         pair.verdict = INCONCLUSIVE
-        if not self.resampled():  # no resamples: the point difference against the band
-            pair.interval = (pair.difference, pair.difference)
-            pair.verdict = interval_verdict(pair.interval, margin, self.band or 0.0)
+        if not self.resampled():
+            return self._judge_unresampled(pair, arms, margin)
+        problem = _unpaired(found, arms, (better, worse), fixed)
+        if problem:
+            pair.note = problem
             return pair
-        if fixed:  # our interval against the paper's number
-            row = next(row for row in found if row is not None)
-            own = row.intervals.get(self.metric)
-            if own is None:
-                pair.note = f"no bootstrap interval for {row.label} (eval.bootstrap)"
-                return pair
-            offset = values[1] if found[0] is not None else -values[0]
-            low, high = (own[0] - offset, own[1] - offset) if found[0] is not None else (-own[1] - offset, -own[0] - offset)
-            pair.interval = (low, high)
-            pair.verdict = interval_verdict(pair.interval, margin)
-            return pair
-        return self._judge_paired(pair, found, (better, worse), margin)
+        ours = [arm for arm in arms if arm.resamples is not None]
+        tau2 = pair_variance(arms[0], arms[1]) if not fixed else pair_variance(ours[0])
+        models = [subject.model for subject in (better, worse) if subject.model]
+        estimate = estimate_arms(arms[0], arms[1], tau2, judging, models, self.metric)
+        pair.interval = estimate.interval
+        pair.estimate = flipped(estimate) if self.lower_is_better else estimate
+        pair.verdict = order_verdict(pair.estimate, margin)
+        return pair
 
-    def _judge_paired(self, pair: Comparison, found: list[Row | None], subjects: tuple[SubjectSpec, SubjectSpec],
-                      margin: float) -> Comparison:
-        """Both sides ours: the interval of the paired difference over the shared bootstrap resamples."""
-        resamples = [row.origin.resamples(subject.model) for subject, row in zip(subjects, found)]
-        if any(entry is None for entry in resamples):
-            lacking = [row.label for row, entry in zip(found, resamples) if entry is None]
-            pair.note = f"no bootstrap resamples for {', '.join(lacking)} (eval.bootstrap)"
+    def _judge_unresampled(self, pair: Comparison, arms: list[Arm], margin: float) -> Comparison:
+        """A metric without resamples (alignment, E_CLS, an MTEB mean): across seeds when both arms have
+        two or more, against the margin widened by the band; one run each, the point difference against
+        the band alone, and no interval is printed for it."""
+        band = self.band or 0.0
+        if len(arms[0].values) >= 2 and len(arms[1].values) >= 2:
+            estimate = compare_arms(arms[0].values, arms[1].values, 0.0, paired=paired(arms[0], arms[1]))
+            pair.interval = estimate.interval
+            pair.estimate = flipped(estimate) if self.lower_is_better else estimate
+            pair.verdict = INCONCLUSIVE if pair.estimate.degenerate else interval_verdict(pair.estimate.interval, margin, band)
             return pair
-        if resamples[0].get("indices") != resamples[1].get("indices"):
-            pair.note = "the two runs' bootstrap resamples differ (seed or pairs), so they do not pair"
-            return pair
-        task = SCORE_COLUMNS[self.metric]
-        scores = [(entry.get("scores") or {}).get(task) for entry in resamples]
-        if any(not isinstance(entry, list) or not entry for entry in scores):
-            pair.note = f"a bootstrap file has no resampled {task} scores"
-            return pair
-        difference = difference_interval(np.asarray(scores[0], dtype=float), np.asarray(scores[1], dtype=float))
-        pair.interval = (-difference[1], -difference[0]) if self.lower_is_better else difference
-        pair.verdict = interval_verdict(pair.interval, margin)
+        improvement = -pair.difference if self.lower_is_better else pair.difference
+        pair.verdict = interval_verdict((improvement, improvement), margin, band)
+        pair.note = "one run each: the point difference against the band"
         return pair
 
     def ours_text(self, result: Verdict) -> str:
         parts = []
         for pair in result.comparisons:
             shown = "—" if pair.difference is None else f"{_signed(pair.difference)}{_interval_text(pair.interval)}"
+            if pair.estimate is not None:
+                shown += f" ({_noise_text(pair.estimate.seeds, pair.estimate.seed_source)}; pair noise τ {_number(pair.estimate.tau)})"
+            elif pair.arms is not None:
+                shown += " (one run each)"
             parts.append(f"{pair.better} − {pair.worse}: {shown} {pair.verdict}")
         return "; ".join(parts) or "—"
 
@@ -516,6 +533,25 @@ class ComparisonClaim(ClaimSpec):
         band = f" (band {self.band:g}: {self.band_reason})" if self.band is not None else ""
         direction = " (lower is better)" if self.lower_is_better else ""
         return f"{self.paper}{direction}{band}"
+
+
+def _subject_arm(judging: Judging, subject: SubjectSpec, row: Row | None, metric: str) -> Arm:
+    if row is None:  # a system we do not run: the paper's one number
+        return Arm(np.asarray([subject.paper_number], dtype=float), [], f"the paper's number ({subject.number_source})", None, False)
+    return arm_of(row, subject.model, metric, judging.record)
+
+
+def _unpaired(found: list[Row | None], arms: list[Arm], subjects: tuple[SubjectSpec, SubjectSpec], fixed: list) -> str | None:
+    """Why two resampled scores cannot be compared here: a run without resamples, or two runs whose
+    resamples differ (another eval.seed or other pairs)."""
+    lacking = [row.label for row, arm in zip(found, arms) if row is not None and arm.resamples is None]
+    if lacking:
+        return f"no bootstrap resamples for {', '.join(lacking)} (eval.bootstrap)"
+    if not fixed:
+        indices = [(row.origin.resamples(subject.model) or {}).get("indices") for subject, row in zip(subjects, found)]
+        if indices[0] != indices[1]:
+            return "the two runs' bootstrap resamples differ (eval.seed or pairs), so they do not pair"
+    return None
 
 
 class OrderClaim(ComparisonClaim):
@@ -570,31 +606,39 @@ class TrendClaim(ComparisonClaim):
     def subjects(self) -> list[SubjectSpec]:
         return self.sweep
 
+    def family(self, kept: list[SubjectSpec]) -> list[tuple[SubjectSpec, SubjectSpec]]:
+        """The pairs the shape implies: first-best, the first against each other; decreasing, each
+        neighbour pair and the endpoints (a sweep of small steps can fall overall yet no step be sure)."""
+        if self.shape == "decreasing":
+            return list(zip(kept, kept[1:])) + ([(kept[0], kept[-1])] if len(kept) > 2 else [])
+        return [(kept[0], other) for other in kept[1:]] if kept and kept[0] is self.sweep[0] else []
+
     def judge_here(self, judging: Judging) -> Verdict:
         rows = judging.rows(self.sweep, self.columns(), self.claim_backbone(judging.tables), self.claim)
         kept = [subject for subject in self.sweep if not rows[subject.label].not_applicable]
         skipped = [subject.label for subject in self.sweep if rows[subject.label].not_applicable]
-        if self.shape == "decreasing":
-            pairs = list(zip(kept, kept[1:]))
+        comparisons = [self.compare(judging, rows, better, worse, 0.0) for better, worse in self.family(kept)]
+        if comparisons and all(pair.estimate is not None for pair in comparisons):
+            # the family's rule: "contradicted" Bonferroni-corrected over its pairs (pipeline.reporting.noise)
+            verdict, per_pair = trend_verdict([pair.estimate for pair in comparisons], self.shape)
+            for pair, pair_verdict in zip(comparisons, per_pair):
+                pair.verdict = pair_verdict
         else:
-            pairs = [(kept[0], other) for other in kept[1:]] if kept and kept[0] is self.sweep[0] else []
-        comparisons = [self.compare(judging, rows, better, worse, 0.0) for better, worse in pairs]
-        verdicts = {pair.verdict for pair in comparisons}
-        if not comparisons:
-            verdict = NOT_RUN
-        elif CONTRADICTED in verdicts:
-            verdict = CONTRADICTED
-        elif NOT_RUN in verdicts:
-            verdict = NOT_RUN
-        elif verdicts == {HOLDS}:
-            verdict = HOLDS
-        else:
-            verdict = INCONCLUSIVE
+            verdict = _family_verdict({pair.verdict for pair in comparisons}) if comparisons else NOT_RUN
         notes = [f"{label}: not applicable here" for label in skipped]
         if not comparisons:
             notes.append("fewer than two points of the sweep can run here")
         commands = list(dict.fromkeys(command for pair in comparisons for command in pair.commands))
         return Verdict(self, verdict, comparisons=comparisons, note="; ".join(notes) or None, commands=commands)
+
+
+def _family_verdict(verdicts: set[str]) -> str:
+    """A family whose pairs could not all be estimated: contradicted or not run if one is, holds if all do."""
+    if CONTRADICTED in verdicts:
+        return CONTRADICTED
+    if NOT_RUN in verdicts or OTHER_SCALE in verdicts:
+        return NOT_RUN if NOT_RUN in verdicts else OTHER_SCALE
+    return HOLDS if verdicts == {HOLDS} else INCONCLUSIVE
 
 
 class _OneValueClaim(ClaimSpec):
@@ -718,13 +762,18 @@ class CorrelationClaim(ClaimSpec):
             absent = [_absence(row) for row in rows.values() if not row.present]
             return Verdict(self, NOT_RUN, note=f"{len(points)} of {len(rows)} models measured; three are needed",
                            commands=list(dict.fromkeys(command for _, commands in absent for command in commands)))
-        rho = float(stats.spearmanr([x for x, _ in points], [y for _, y in points]).statistic)
-        signed = rho if self.sign == "positive" else -rho
-        verdict = HOLDS if signed >= self.strength else CONTRADICTED if signed <= -self.strength else INCONCLUSIVE
-        return Verdict(self, verdict, ours=rho, run=f"{len(points)} models")
+        # the claimed direction with a one-sided permutation p (pipeline.reporting.noise): a ρ over a few
+        # models is weak evidence alone; holds needs both p < 0.05 and |ρ| ≥ strength
+        verdict, rho, p_value = correlation_verdict(
+            np.asarray([x for x, _ in points]), np.asarray([y for _, y in points]),
+            claimed_sign=1 if self.sign == "positive" else -1, threshold=self.strength if self.sign == "positive" else -self.strength,
+        )
+        return Verdict(self, verdict, ours=rho, run=f"{len(points)} models", p_value=p_value)
 
     def ours_text(self, result: Verdict) -> str:
-        return "—" if result.ours is None else f"ρ = {result.ours:+.2f} over {result.run}"
+        if result.ours is None:
+            return "—"
+        return f"ρ = {result.ours:+.2f} over {result.run}, one-sided permutation p = {result.p_value:.3f}"
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         return f"{self.paper} ({self.sign}, |ρ| ≥ {self.strength:g}: {self.strength_reason})"
@@ -778,11 +827,11 @@ def load_claims(tables: TablesFile, params: dict[str, Any], path: Path | str = C
     return parse_claims(raw, tables, params, path)
 
 
-def evaluate_claims(claims: ClaimsFile, tables: TablesFile, source: RunSource) -> list[Verdict]:
+def evaluate_claims(claims: ClaimsFile, tables: TablesFile, source: RunSource, record: SeedRecord | None = None) -> list[Verdict]:
     claim_axes = [split_override(override)[0] for claim in claims.claims for subject in claim.subjects()
                   for override in subject.overrides()]
     axes = list(dict.fromkeys(experiment_axes(tables) + claim_axes))
-    judging = Judging(claims, tables, source, axes)
+    judging = Judging(claims, tables, source, axes, record)
     return [claim.judge(judging) for claim in claims.claims]
 
 

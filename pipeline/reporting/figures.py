@@ -33,10 +33,12 @@ import numpy as np  # noqa: E402
 
 _PNG_METADATA = {"Software": None}
 # Every figure (file under reports/figures/ → what it shows), in the order reports/tables/README.md
-# lists them; the report stage draws the first two, the analyze stage the others.
+# lists them; the report stage draws the first three, the analyze stage the others.
 FIGURES = {
     "training_loss.png": "Training loss per step, one line per training stage",
     "training_dev.png": "STS-B dev Spearman × 100 per evaluation step, one line per training stage",
+    "claims.png": "Every judged comparison of the claims: the difference, its pair-only (thin) and pair + seed (thick) "
+                  "95% interval, the margin or ε band shaded, the verdict as the colour",
     "alignment_uniformity.png": "Alignment vs uniformity, one point per model; lower left is better (JTCSE Fig. 7)",
     "cls_energy.png": "CLS energy weight E_CLS (mean over layers) vs 7-STS average, with the trend line (JTCSE Fig. 10)",
     "cosine_density.png": "Density of cosine similarities of STS-B test pairs per gold group, per model",
@@ -316,5 +318,31 @@ def bar_line_figure(
     other.set_ylabel(labels[1], fontsize=8)
     axis.set_title(title, fontsize=8)
     figure.legend(loc="upper right", fontsize=7)
+    figure.tight_layout()
+    return _png(figure)
+
+
+VERDICT_COLOURS = {"holds": "tab:green", "reproduced": "tab:green", "reproduced, higher": "tab:green",
+                   "contradicted": "tab:red", "not reproduced": "tab:red", "consistent within seed noise": "tab:blue"}
+
+
+def claims_forest_figure(groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> bytes:
+    """The forest plot of the claims: per paper (a group), one row per judged comparison with
+    `label`, `difference`, `interval` (pair + seed), `pair_interval` (pair only, or None), `band`
+    ((low, high) shaded: the margin or ±ε) and `verdict` (the marker's colour; grey when undecided)."""
+    rows = [(group, row) for group, entries in groups.items() for row in entries]
+    figure, axis = plt.subplots(figsize=(10, 1.2 + 0.32 * max(len(rows), 1)))
+    for position, (group, row) in enumerate(reversed(rows)):
+        colour = VERDICT_COLOURS.get(row["verdict"], "tab:gray")
+        low, high = row["band"]
+        axis.fill_betweenx([position - 0.4, position + 0.4], low, high, color="0.9", zorder=0)
+        axis.hlines(position, *row["interval"], color=colour, linewidth=3.5, zorder=2)
+        if row.get("pair_interval") is not None:
+            axis.hlines(position, *row["pair_interval"], color="black", linewidth=1, zorder=3)
+        axis.plot(row["difference"], position, "o", color=colour, markeredgecolor="black", zorder=4)
+    axis.set_yticks(range(len(rows)), [f"{group}: {row['label']}" for group, row in reversed(rows)], fontsize=7)
+    axis.axvline(0.0, color="black", linewidth=0.6)
+    axis.set_xlabel("difference (points; ours − paper for a value claim, better − worse for an order)")
+    axis.set_title("Claims: pair-only interval (thin), pair + seed interval (thick), band shaded", fontsize=9)
     figure.tight_layout()
     return _png(figure)

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.io import dotted_leaves
-from pipeline.reporting.claims import VERDICTS, Verdict, verdict_counts, verdict_key
+from pipeline.reporting.claims import CONSISTENT, CONTRADICTED, HOLDS, INCONCLUSIVE, VERDICTS, Verdict, verdict_counts, verdict_key
+from pipeline.reporting.noise import expected_by_chance
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.backbones import judged_backbone, title
 from pipeline.reporting.runs import SCORE_COLUMNS
@@ -203,13 +204,19 @@ def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
 # --- reports/REPRODUCTION.md --------------------------------------------------------------------
 
 VERDICT_LEGEND = (
-    "Value claims: reproduced (|Δ| ≤ ε), reproduced, higher / not reproduced (outside the band, our interval too), "
-    "inconclusive (outside the band, our interval reaching it). Order and trend claims: holds / contradicted "
-    "(the paired 95% bootstrap interval of the difference above / below 0, or the claim's margin; a metric without "
-    "resamples: the difference beyond its band), inconclusive (it straddles). Exact claims: reproduced when our count, "
-    "rounded as the paper prints it, equals the paper's. Range claims: holds inside [low, high]. Correlation claims: "
-    "holds when Spearman's ρ across the models has the claimed sign and strength. Other scale / other backbone: "
-    "this run cannot show it. The exact rules: docs/method.md, \"Claims and verdicts\"."
+    "Every interval counts both sources of noise: the sampling of test pairs (the paired bootstrap, τ) and the "
+    "training seed (an arm's own seeds, the committed seed record reports/seed_noise.json, or a stated prior); each "
+    "row says how many seeds each arm has and where its seed noise comes from. Value claims (the paper's number is one "
+    "run): a 95% prediction interval of ours − paper; reproduced when it lies within ±ε, reproduced, higher / not "
+    "reproduced when it lies beyond +ε / −ε, consistent within seed noise when it holds 0 but is wider than ±ε, else "
+    "inconclusive. Order claims: holds / contradicted when the 95% interval of the difference lies above / below 0 (or "
+    "the claim's margin); a metric without resamples, one run each: the point difference beyond its band, no interval. "
+    "Trends: the pairs the shape implies (first-best: the first against each; decreasing: neighbours and the "
+    "endpoints), contradicted Bonferroni-corrected over them. Exact claims: reproduced when our count, rounded as the "
+    "paper prints it, equals the paper's. Range claims: holds inside [low, high]. Correlation claims: Spearman's ρ with "
+    "a one-sided permutation p; holds needs p < 0.05 and the claimed strength. Other scale / other backbone: this run "
+    "cannot show it. An undecided claim says what would decide it. The rules and their simulated error rates: "
+    "docs/method.md, \"Claims and verdicts\"."
 )
 
 
@@ -302,7 +309,10 @@ def reproduction(
             "value claims are not compared (the papers' numbers are at paper scale); order and trend claims are "
             "checked at this scale; claims about another backbone read \"other backbone: not compared\"."
         )
-    lines = ["# Did it reproduce?", "", scale_text, ""] + environment_section(environments)
+    lines = ["# Did it reproduce?", "", scale_text, "",
+             "![Every judged comparison: the difference with its pair-only interval (thin) and its pair + seed interval "
+             "(thick), the margin or band shaded, the verdict as the colour](figures/claims.png)", ""]
+    lines += environment_section(environments)
     papers = [result for result in verdicts if result.claim.origin == "paper"]
     questions = [result for result in verdicts if result.claim.origin == "project"]
     lines += ["## The papers' claims", "", VERDICT_LEGEND,
@@ -318,6 +328,10 @@ def reproduction(
     lines += ["", f"{len(verdicts)} claims: {counts['origins']['paper']} of the papers, {counts['origins']['project']} "
               "of the project's own questions (reports/claims.json). A claim about another backbone is counted once, "
               "as \"other backbone\"."]
+    judged = [result for result in verdicts if result.verdict in (HOLDS, CONTRADICTED, INCONCLUSIVE, CONSISTENT)]
+    lines += ["", f"Multiplicity: {len(judged)} order, trend and correlation verdicts were judged at 5% each; were no "
+              f"difference real, chance alone would decide about {expected_by_chance(len(judged)):.1f} of them "
+              "(the expected count; no correction across claims is applied, each claim is its own question)."]
     lines += [""] + own_numbers_section(inconsistencies or [])
     commands = list(dict.fromkeys(command for result in verdicts for command in result.commands))
     if commands:

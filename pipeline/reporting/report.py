@@ -13,8 +13,10 @@ import numpy as np
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
 from pipeline.reporting.claims import (
-    CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimsFile, Verdict, verdict_counts,
+    CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimsFile, Verdict, verdict_counts,
 )
+from pipeline.reporting.decidability import forest_rows
+from pipeline.reporting.figures import claims_forest_figure
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.render import index, latex, markdown, numbers, reproduction
@@ -29,7 +31,7 @@ CLAIMS_METRICS = REPORTS / "claims.json"  # every count and each claim's verdict
 # The headline (`dvc metrics show`): one column, so the table stays on one screen; its digest of every claim's
 # verdict makes `dvc metrics diff` show a verdict that changed even where the counts stay equal.
 VERDICTS_HEADLINE = REPORTS / "verdicts.json"
-FOR, AGAINST, OPEN = (REPRODUCED, HIGHER, HOLDS), (NOT_REPRODUCED, CONTRADICTED), (INCONCLUSIVE,)
+FOR, AGAINST, OPEN = (REPRODUCED, HIGHER, HOLDS), (NOT_REPRODUCED, CONTRADICTED), (INCONCLUSIVE, CONSISTENT)
 SURFACE_FILE = "tensor_norm_surface.png"
 SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t = cos γ (TNCSE Figure 2, JTCSE Fig. 3)"
 
@@ -141,13 +143,18 @@ def verdicts_headline(verdicts: list[Verdict]) -> dict[str, str]:
 def write_reproduction(
     verdicts: list[Verdict], claims: ClaimsFile, params: dict, environments: dict[str, dict],
     page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS, inconsistencies: list[Inconsistency] | None = None,
+    details: dict[str, dict] | None = None,
 ) -> str:
-    """REPRODUCTION.md, the counts and each claim's verdict (claims.json) and beside it the headline
-    (verdicts.json, `verdicts_headline`); returns the summary line's part."""
+    """REPRODUCTION.md, the counts and each claim's verdict (claims.json: `by_claim` id → verdict, and
+    `details`, every number behind each verdict: `decidability.claim_details`) and beside it the
+    headline (verdicts.json, `verdicts_headline`); returns the summary line's part."""
     write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason,
                                          inconsistencies))
     tally = verdict_counts(verdicts)
-    write_json_atomic(counts, tally | {"by_claim": {result.claim.id: result.verdict for result in verdicts}})
+    write_json_atomic(counts, tally | {"by_claim": {result.claim.id: result.verdict for result in verdicts}}
+                      | ({"details": details} if details is not None else {}))
     write_json_atomic(counts.with_name(VERDICTS_HEADLINE.name), verdicts_headline(verdicts))
+    with atomic_path(page.parent / "figures" / "claims.png") as temporary:  # linked at the top of the page
+        temporary.write_bytes(claims_forest_figure(forest_rows(verdicts)))
     shown = ", ".join(f"{count} {key.replace('_', ' ')}" for key, count in tally["verdicts"].items() if count)
     return f"{tally['claims']} claims ({shown}) -> {page}"

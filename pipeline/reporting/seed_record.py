@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.config import parse_params
 from pipeline.errors import PipelineError
 from pipeline.io import dotted_leaves
 from pipeline.paths import REPORTS
@@ -39,7 +40,12 @@ SETTINGS_NOT_CHANGING_RESULTS = (
 
 
 def settings_digest(params: dict[str, Any]) -> str:
-    """A digest of every setting that changes results: runs of one arm have the same."""
+    """A digest of every setting that changes results: runs of one arm have the same. The params are
+    read as the stages read them (defaults filled in), so params.yaml as written and as loaded agree."""
+    try:
+        params = parse_params(params).model_dump(mode="json")
+    except PipelineError:  # a run of another version's settings: its params as written
+        pass
     kept = {key: value for key, value in dotted_leaves(params).items()
             if not any(key == skip or key.startswith(skip + ".") for skip in SETTINGS_NOT_CHANGING_RESULTS)}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,94 @@
+"""A claim's subject as an arm: one number per training seed, and the noise of the numbers it lacks.
+
+An arm is every finished run of the subject's settings, the training seed aside (DESIGN §10). A
+fresh clone has no DVC experiments, so its arms come from the committed seed record
+(`pipeline.reporting.seed_record`) when the record was made with the run's settings and holds the
+run's own number at its seed; otherwise the arm is the one run found. The pair noise, τ², comes from
+the run's bootstrap resamples (shared by every model of a run, and by its seed runs: `eval.seed`).
+A one-run arm borrows its seed noise from the record (same scale and backbone), else the paper-scale
+prior, and says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.reporting.noise import PAPER_SCALE_PRIOR, SeedNoise
+from pipeline.reporting.runs import SCORE_COLUMNS
+from pipeline.reporting.seed_record import SeedRecord
+from pipeline.reporting.tables import Row
+
+_SAME = 1e-6  # the record's number at the run's seed is the run's own, to the digits written
+
+
+@dataclass(frozen=True)
+class Arm:
+    values: np.ndarray  # one per training seed
+    seeds: list[int]
+    source: str  # where the values come from, for the report
+    resamples: np.ndarray | None  # this run's bootstrap scores of the column (None: not resampled)
+    from_record: bool
+    run: str | None = None  # the run a one-run arm is
+
+
+def arm_of(row: Row, model: str, column: str, record: SeedRecord | None, header: str | None = None) -> Arm:
+    """The subject's numbers of `column` (a metrics path: `avg`, `STS12.all`, `analysis:…`; `header`, the
+    row's name for it where that differs) over training seeds: the record's when it holds this run's
+    settings and number, else the one run."""
+    run = row.origin
+    value = row.ours[header or column]
+    resamples = _resamples(row, model, column)
+    seed = run.params.get("seed") if run is not None else None
+    if record is not None and run is not None and record.matches(run.params) and seed in record.seeds:
+        recorded = record.arm(model, column)
+        if recorded is not None and abs(recorded[record.seeds.index(seed)] - value) <= _SAME:
+            return Arm(recorded, list(record.seeds), record.describe(), resamples, True)
+    return Arm(np.asarray([value], dtype=float), [seed] if seed is not None else [], f"1 run ({row.run})", resamples, False, row.run)
+
+
+def _resamples(row: Row, model: str, column: str) -> np.ndarray | None:
+    task = SCORE_COLUMNS.get(column)
+    entry = row.origin.resamples(model) if (row.origin is not None and task is not None) else None
+    scores = (entry or {}).get("scores", {}).get(task) if entry else None
+    return np.asarray(scores, dtype=float) if isinstance(scores, list) and scores else None
+
+
+def pair_variance(better: Arm, worse: Arm | None = None) -> float:
+    """τ²: the bootstrap variance of a difference of two models of one run (resampled together), or of
+    one model's score (a comparison with a paper's number); 0 where the column has no resamples."""
+    if better.resamples is None or (worse is not None and worse.resamples is None):
+        return 0.0
+    if worse is None:
+        return float(np.var(better.resamples, ddof=1))
+    if len(better.resamples) != len(worse.resamples):
+        return float(np.var(better.resamples, ddof=1) + np.var(worse.resamples, ddof=1))
+    return float(np.var(better.resamples - worse.resamples, ddof=1))
+
+
+def paired(better: Arm, worse: Arm) -> bool:
+    """Both arms from the same runs: the record's seeds, or one and the same run."""
+    if better.from_record and worse.from_record:
+        return better.seeds == worse.seeds
+    return not better.from_record and not worse.from_record and better.run is not None and better.run == worse.run
+
+
+def borrowed_noise(record: SeedRecord | None, params: dict, models: list[str], column: str,
+                   is_paired: bool) -> tuple[SeedNoise, bool]:
+    """The seed noise of a one-run comparison and whether it is that of the within-run difference (else
+    per run): the record's at the same scale and backbone (of the difference when both arms come from
+    one run), else the paper-scale prior, named as such."""
+    same_kind = record is not None and record.scale == params.get("scale") and record.backbone == params["backbone"]["name"]
+    arms = [record.arm(model, column) for model in models] if same_kind else []
+    if arms and all(arm is not None for arm in arms):
+        seeds = len(record.seeds)
+        if is_paired and len(arms) == 2:
+            sd = float(np.std(arms[0] - arms[1], ddof=1))
+            return SeedNoise(sd, seeds - 1, f"measured on the record's {seeds} seeds: the within-run difference ({record.source})"), True
+        sd = float(np.sqrt(np.mean([np.var(arm, ddof=1) for arm in arms])))
+        return SeedNoise(sd, len(arms) * (seeds - 1), f"measured on the record's {seeds} seeds, pooled ({record.source})"), False
+    if params.get("scale") == "paper":
+        return PAPER_SCALE_PRIOR, False
+    return SeedNoise(PAPER_SCALE_PRIOR.sd, None, f"none measured at {params.get('scale')} scale: the paper-scale prior, sd "
+                     f"{PAPER_SCALE_PRIOR.sd} per run"), False

@@ -1,0 +1,192 @@
+"""What it would take to decide a claim, and each claim's verdict as data (reports/claims.json).
+
+For an order or trend claim the noise leaves open: the smallest |Δ| this run could decide (its
+half-width), the seeds per arm that give 80 % power for the paper's own gap at this scale's noise,
+and the same at paper scale with its GPU hours (the papers' prior seed sd; reports/bench-gpu.json's
+cost of one seed of the whole pipeline). Where the pair noise alone exceeds what the gap allows, more
+test pairs are needed, not seeds. For a value claim: the paper's number is one run, so its own seed
+noise bounds how close ours can be shown to be; when z·σ ≥ ε no number of seeds decides it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from scipy import stats
+
+from pipeline.reporting.claims import UNDECIDED, Comparison, ComparisonClaim, OrderClaim, TrendClaim, ValueClaim, Verdict
+from pipeline.reporting.noise import PAPER_SCALE_PRIOR, Estimate, decidable_gap, seeds_needed
+
+POWER = 0.80
+# A number of the paper's text, not a multiplier of a sweep ("0.5× 76.96": 76.96 only).
+_PAPER_NUMBER = re.compile(r"(?<![\d.])(-?\d+\.\d+)(?![\d.]*\s*×)")
+
+
+def paper_gap(claim: ComparisonClaim) -> float | None:
+    """The paper's own gap behind an order or trend claim, read from its `paper` text: better − worse
+    for an order, the smallest step the shape needs for a trend. None when the text holds no numbers."""
+    numbers = [float(found) for found in _PAPER_NUMBER.findall(claim.paper.split("(")[0])]
+    if len(numbers) < 2:
+        return None
+    if isinstance(claim, TrendClaim):
+        steps = ([numbers[0] - max(numbers[1:])] if claim.shape == "first-best"
+                 else [a - b for a, b in zip(numbers, numbers[1:])])
+        return abs(min(steps))
+    return abs(numbers[0] - numbers[1])
+
+
+def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hours: float | None) -> str:
+    paired = "within-run" in estimate.seed_source
+    here = f"this run decides |Δ − margin| ≥ {decidable_gap(estimate, margin):.2f}"
+    if gap is None:
+        return here + "; the paper's text gives no gap to size the seeds for"
+    if gap <= abs(margin):
+        return here + f"; the paper's gap {gap:.2f} is within the claim's margin: it cannot hold even if reproduced exactly"
+    needed = seeds_needed(gap, estimate.seed_sd, estimate.tau ** 2, paired=paired, power=POWER)
+    if needed is None:
+        return here + f"; for the paper's gap {gap:.2f} more test pairs are needed, not seeds (the pair noise τ {estimate.tau:.2f} alone is too large)"
+    at_paper = seeds_needed(gap, PAPER_SCALE_PRIOR.sd, 0.0, power=POWER)
+    cost = f", {at_paper * 2 * hours:.0f} GPU hours for the two arms" if (hours and at_paper) else ""
+    paper = f"; at paper scale (prior sd {PAPER_SCALE_PRIOR.sd}, pair noise aside) {at_paper} seeds per arm{cost}" if at_paper else ""
+    return here + f"; the paper's gap {gap:.2f} needs {needed} seeds per arm at this scale's noise for {POWER:.0%} power{paper}"
+
+
+def _value_would_take(result: Verdict) -> str:
+    """The paper's number is one run: ours can be shown within ε only if z·σ√(1 + 1/n) < ε for some n."""
+    sd = result.seed_sd
+    z = stats.norm.ppf(0.975)
+    if z * sd >= result.epsilon:
+        return (f"no number of seeds: the paper's single run alone varies by ±{z * sd:.2f} (seed sd {sd:.2f}), more than "
+                f"ε {result.epsilon:.2f}; a wider ε or the paper's own seed runs would")
+    needed = math.ceil(1 / ((result.epsilon / (z * sd)) ** 2 - 1))
+    return f"a prediction interval within ±ε {result.epsilon:.2f} needs about {needed} seeds of ours (seed sd {sd:.2f})"
+
+
+def would_take(result: Verdict, gpu_hours: dict[str, float], backbone: str) -> str | None:
+    """What would decide an undecided claim (None for a decided one or one not judged)."""
+    claim = result.claim
+    if result.verdict not in UNDECIDED:
+        return None
+    if isinstance(claim, ValueClaim) and result.seed_sd:
+        return _value_would_take(result)
+    if isinstance(claim, ComparisonClaim):
+        estimates = [pair for pair in result.comparisons if pair.estimate is not None]
+        if not estimates:
+            return None
+        widest = max(estimates, key=lambda pair: pair.estimate.half_width)
+        margin = claim.margin if isinstance(claim, OrderClaim) else 0.0
+        return _order_would_take(widest.estimate, margin, paper_gap(claim), gpu_hours.get(backbone))
+    return None
+
+
+def _comparison_record(pair: Comparison) -> dict[str, Any]:
+    estimate = pair.estimate
+    record: dict[str, Any] = {"better": pair.better, "worse": pair.worse, "verdict": pair.verdict,
+                              "difference": pair.difference, "interval": pair.interval, "arms": pair.arms}
+    if estimate is not None:
+        record |= {
+            "interval_kind": "pair + seed, 95 %", "pair_interval": estimate.pair_interval, "seeds": estimate.seeds,
+            "seed_sd": estimate.seed_sd, "seed_df": estimate.seed_df, "seed_source": estimate.seed_source,
+            "tau": estimate.tau, "decidable_gap": estimate.half_width,
+        }
+    elif pair.difference is not None:
+        record["interval_kind"] = "none: one run each, the band alone"
+    return record
+
+
+def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
+    """One claim's verdict and every number behind it, for reports/claims.json."""
+    claim = result.claim
+    record: dict[str, Any] = {"kind": claim.kind, "origin": claim.origin, "backbone": backbone, "scale": scale,
+                              "verdict": result.verdict, "would_take": result.would_take}
+    if isinstance(claim, ValueClaim):
+        record |= {"ours": result.ours, "paper": result.paper, "epsilon": result.epsilon, "seeds": result.seeds,
+                   "seed_source": result.noise_source, "interval": result.interval,
+                   "interval_kind": "prediction of ours − paper, 95 %" if result.interval else None,
+                   "difference": None if result.ours is None or result.paper is None else result.ours - result.paper}
+    if isinstance(claim, ComparisonClaim):
+        record |= {"paper": claim.paper, "lower_is_better": claim.lower_is_better, "paper_gap": paper_gap(claim),
+                   "family_size": len(result.comparisons), "comparisons": [_comparison_record(pair) for pair in result.comparisons]}
+        if isinstance(claim, OrderClaim):
+            record["margin"] = claim.margin
+    if result.p_value is not None:
+        record |= {"rho": result.ours, "p_value": result.p_value}
+    return record
+
+
+def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float]) -> None:
+    """Set `would_take` on every undecided claim (the backbone's GPU hours per seed from `gpu_hours`)."""
+    for result in verdicts:
+        result.would_take = would_take(result, gpu_hours, result.claim.claim_backbone(tables))
+
+
+def gpu_hours_per_seed(path: Path) -> dict[str, float]:
+    """One seed of the whole pipeline at paper scale, in GPU hours per backbone (reports/bench-gpu.json's
+    measured cost); none where the GPU check has not been run."""
+    if not path.is_file():
+        return {}
+    per_run = (json.loads(path.read_text(encoding="utf-8")).get("cost") or {}).get("per_run") or {}
+    return {backbone: float(stages["total"]) for backbone, stages in per_run.items() if isinstance(stages, dict) and "total" in stages}
+
+
+def finite(value: Any) -> Any:
+    """A JSON tree with NaN and ±inf as null (JSON has neither)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def claim_details(verdicts: list[Verdict], tables, scale: str) -> dict[str, dict]:
+    """claims.json's `details`: each claim's `claim_record`, JSON-safe."""
+    return {result.claim.id: finite(claim_record(result, result.claim.claim_backbone(tables), scale)) for result in verdicts}
+
+
+# The seed papers by file (../shared/seeds/README.md), for the forest plot's groups.
+PAPERS = {"000": "TNCSE", "002": "TNCSE", "001": "JTCSE", "003": "SimCSE", "004": "GS-InfoNCE"}
+
+
+def _group(result: Verdict) -> str:
+    claim = result.claim
+    if claim.origin != "paper" or claim.source is None:
+        return "project"
+    return PAPERS.get(claim.source.file.split("/")[-1][:3], claim.source.file)
+
+
+def forest_rows(verdicts: list[Verdict]) -> dict[str, list[dict[str, Any]]]:
+    """The forest plot's rows by paper: every value claim with a prediction interval and every
+    comparison with an interval (judged or undecided), with its band."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for result in verdicts:
+        claim = result.claim
+        rows = []
+        if isinstance(claim, ValueClaim) and result.interval is not None and result.ours is not None:
+            rows.append({"label": claim.id, "difference": result.ours - result.paper, "interval": result.interval,
+                         "pair_interval": None, "band": (-result.epsilon, result.epsilon), "verdict": result.verdict})
+        if isinstance(claim, ComparisonClaim):
+            margin = claim.margin if isinstance(claim, OrderClaim) else 0.0
+            for pair in result.comparisons:
+                if pair.interval is None or pair.estimate is None:
+                    continue
+                band = (claim.band or 0.0)
+                flip = -1.0 if claim.lower_is_better else 1.0  # the band around the margin, in the printed direction
+                rows.append({"label": f"{claim.id}: {pair.better} − {pair.worse}", "difference": pair.difference,
+                             "interval": pair.interval, "pair_interval": _printed(pair.estimate.pair_interval, flip),
+                             "band": tuple(sorted((flip * (margin - band), flip * (margin + band)))), "verdict": pair.verdict})
+        if rows:
+            groups.setdefault(_group(result), []).extend(rows)
+    return groups
+
+
+def _printed(interval: tuple[float, float] | None, flip: float) -> tuple[float, float] | None:
+    """An improvement interval in the printed (better − worse as labelled) direction."""
+    if interval is None:
+        return None
+    return interval if flip > 0 else (-interval[1], -interval[0])

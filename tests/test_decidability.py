@@ -1,0 +1,92 @@
+"""What would decide an undecided claim, claims.json's numbers per claim, and the forest plot
+(pipeline/reporting/decidability.py)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pipeline.reporting.claims import CONSISTENT, INCONCLUSIVE, Comparison, Verdict, parse_claims
+from pipeline.reporting.decidability import (
+    claim_details, claim_record, forest_rows, gpu_hours_per_seed, paper_gap, would_take,
+)
+from pipeline.reporting.figures import claims_forest_figure
+from pipeline.reporting.noise import PAPER_SCALE_PRIOR, SeedNoise, compare_arms
+
+from conftest import REPO_ROOT
+from test_claims import TABLES, claims_file, order_claim, value_claim
+
+
+def one(raw: dict, params: dict):
+    (claim,) = parse_claims(claims_file(raw), TABLES, params).claims
+    return claim
+
+
+def test_the_papers_gap_is_read_from_its_text(tiny_params_dict):
+    assert paper_gap(one(order_claim(paper="TNCSE 79.58 > SimCSE 76.25 (Table 1)"), tiny_params_dict)) == pytest.approx(3.33)
+    trend = {"id": "m", "claim": "M = 3 best", "source": order_claim()["source"], "kind": "trend", "backbone": "bert",
+             "metric": "avg", "paper": "3× 77.63 > 0× 76.25, 0.5× 76.96, 2× 77.11", "shape": "first-best",
+             "subjects": [{"label": "a", "model": "joint"}, {"label": "b", "model": "ensemble"}]}
+    assert paper_gap(one(trend, tiny_params_dict)) == pytest.approx(0.52)  # the first against the best other
+    assert paper_gap(one(order_claim(paper="Fig. 10"), tiny_params_dict)) is None
+
+
+def undecided(claim, estimate) -> Verdict:
+    pair = Comparison("TNCSE", "untrained twin", INCONCLUSIVE, difference=estimate.difference, interval=estimate.interval,
+                      estimate=estimate)
+    return Verdict(claim, INCONCLUSIVE, comparisons=[pair])
+
+
+def test_an_undecided_order_says_what_would_decide_it(tiny_params_dict):
+    claim = one(order_claim(paper="TNCSE 79.58 > SimCSE 79.28 (Table 1)"), tiny_params_dict)
+    noise = SeedNoise(0.5, None, "stated")
+    estimate = compare_arms(np.array([72.3]), np.array([72.0]), 0.0, noise=noise)
+    text = would_take(undecided(claim, estimate), {"bert": 2.81}, "bert")
+    assert f"decides |Δ − margin| ≥ {estimate.half_width:.2f}" in text and "the paper's gap 0.30 needs" in text
+    assert "GPU hours for the two arms" in text and "at paper scale (prior sd 0.79" in text
+    noisy_pairs = compare_arms(np.array([72.3]), np.array([72.0]), 0.25, noise=noise)
+    assert "more test pairs are needed, not seeds" in would_take(undecided(claim, noisy_pairs), {}, "bert")
+    margin = one(order_claim(paper="79.58 > 79.28", margin=-0.5, margin_reason="keeps within 0.5"), tiny_params_dict)
+    assert "cannot hold even if reproduced exactly" in would_take(undecided(margin, estimate), {}, "bert")
+
+
+def test_an_undecided_value_claim_says_whether_seeds_can_decide_it(tiny_params_dict):
+    claim = one(value_claim(), tiny_params_dict)
+    result = Verdict(claim, CONSISTENT, ours=79.3, paper=79.58, epsilon=0.5, interval=(-2.5, 2.0), seeds=1,
+                     seed_sd=PAPER_SCALE_PRIOR.sd)
+    assert "no number of seeds" in would_take(result, {}, "bert")  # 1.96 × 0.79 > ε
+    result.seed_sd = 0.1
+    assert "within ±ε 0.50 needs about 1 seeds of ours" in would_take(result, {}, "bert")
+
+
+def test_claims_json_holds_every_number_behind_a_verdict(tiny_params_dict):
+    claim = one(order_claim(), tiny_params_dict)
+    estimate = compare_arms(np.array([73.0, 73.5, 72.5]), np.array([71.0, 71.2, 70.8]), 0.04, paired=True)
+    record = json.loads(json.dumps(claim_record(undecided(claim, estimate), "bert", "tiny")))
+    (pair,) = record["comparisons"]
+    for key in ("seeds", "seed_sd", "seed_df", "seed_source", "tau", "interval", "pair_interval", "decidable_gap", "interval_kind"):
+        assert key in pair, key
+    assert record["kind"] == "order" and record["family_size"] == 1 and record["paper_gap"] is not None
+    assert pair["seeds"] == [3, 3] and "paired" in pair["seed_source"]
+
+
+def test_the_forest_plot_draws_every_judged_comparison(tiny_params_dict):
+    claim = one(order_claim(), tiny_params_dict)
+    estimate = compare_arms(np.array([73.0, 73.5, 72.5]), np.array([71.0, 71.2, 70.8]), 0.04, paired=True)
+    groups = forest_rows([undecided(claim, estimate)])
+    assert list(groups) == ["TNCSE"] and groups["TNCSE"][0]["interval"] == estimate.interval
+    png = claims_forest_figure(groups)
+    assert png.startswith(b"\x89PNG") and png == claims_forest_figure(groups)
+
+
+def test_the_committed_report_answers_what_would_decide_every_undecided_claim():
+    """reports/claims.json: every undecided order, trend and value claim says what would decide it."""
+    details = json.loads((REPO_ROOT / "reports" / "claims.json").read_text())["details"]
+    undecided_claims = [entry for entry in details.values() if entry["verdict"] in (INCONCLUSIVE, CONSISTENT)
+                        and entry["kind"] in ("order", "trend", "value") and entry.get("comparisons", [{}])[0].get("seeds")]
+    assert undecided_claims and all(entry["would_take"] for entry in undecided_claims)
+
+
+def test_gpu_hours_per_seed_come_from_the_gpu_check():
+    hours = gpu_hours_per_seed(REPO_ROOT / "reports" / "bench-gpu.json")
+    assert set(hours) == {"bert", "roberta"} and all(0 < value < 10 for value in hours.values())
