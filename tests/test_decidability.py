@@ -13,7 +13,7 @@ from pipeline.reporting.decidability import (
 from pipeline.reporting.figures import claims_forest_figure
 from pipeline.reporting.noise import PAPER_SCALE_PRIOR, SeedNoise, compare_arms
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, committed_text
 from test_claims import TABLES, claims_file, order_claim, value_claim
 
 
@@ -81,7 +81,7 @@ def test_the_forest_plot_draws_every_judged_comparison(tiny_params_dict):
 
 def test_the_committed_report_answers_what_would_decide_every_undecided_claim():
     """reports/claims.json: every undecided order, trend and value claim says what would decide it."""
-    details = json.loads((REPO_ROOT / "reports" / "claims.json").read_text())["details"]
+    details = json.loads(committed_text("reports/claims.json"))["details"]
     undecided_claims = [entry for entry in details.values() if entry["verdict"] in (INCONCLUSIVE, CONSISTENT)
                         and entry["kind"] in ("order", "trend", "value") and entry.get("comparisons", [{}])[0].get("seeds")]
     assert undecided_claims and all(entry["would_take"] for entry in undecided_claims)
