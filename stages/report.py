@@ -31,17 +31,11 @@ def command(
     run: bool = typer.Option(False, "--run", help="with --queue: queue them now"),
 ) -> None:
     from pipeline.errors import PipelineError
-    from pipeline import paths
-    from pipeline.reporting.claims import evaluate_claims, load_claims
-    from pipeline.reporting.decidability import annotate, claim_details, gpu_hours_per_seed
-    from pipeline.reporting.seed_record import load_record
-    from pipeline.reporting.experiments import experiments_table
-    from pipeline.reporting.inconsistencies import check_references, inconsistencies
+    from pipeline.reporting.inconsistencies import check_references
     from pipeline.reporting.queue import failed_experiments
-    from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
-    from pipeline.reporting.runs import recorded_environments, run_queue_command, search_experiments, workspace_run
+    from pipeline.reporting.runs import run_queue_command, search_experiments, workspace_run
     from pipeline.reporting.spec import load_tables
-    from pipeline.reporting.tables import RunSource, build_table, build_tables, check_override_keys
+    from pipeline.reporting.tables import RunSource, build_table, check_override_keys
 
     if run and queue is None:
         raise PipelineError("--run queues a table's experiments; give the table with --queue <table id>")
@@ -53,19 +47,7 @@ def command(
         raise PipelineError(f"invalid {tables_file}: {problem}")
     source = RunSource(workspace_run(workspace_params), lambda: search_experiments(tables.experiment_commits))
     if queue is None:
-        claims = load_claims(tables, workspace_params, claims_file)
-        built = build_tables(tables, source)
-        verdicts = evaluate_claims(claims, tables, source, load_record())  # arms from the committed seed record
-        annotate(verdicts, tables, gpu_hours_per_seed(paths.BENCH.with_name("bench-gpu.json")))
-        environments = recorded_environments()  # every input read (and checked) before the first write
-        write_training_figures()
-        found = source.experiments
-        baseline = read_yaml_file(params, "run from the project root")  # as written, like each experiment's
-        write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
-        own_numbers = inconsistencies(tables, Path(workspace_params["checkpoints"]["catalogue"]))
-        claims_line = write_reproduction(verdicts, claims, workspace_params, environments,
-                                         inconsistencies=own_numbers, details=claim_details(verdicts, tables, workspace_params["scale"]))
-        summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")
+        _render_everything(params, claims_file, workspace_params, tables, source)
         return
 
     if queue not in tables.tables:
@@ -83,3 +65,31 @@ def command(
     done = "queued" if run else "to queue"
     summary(NAME, f"{queue}: {len(table.queue_commands)} experiments {done}; then `dvc queue start`, and once "
                   "they finish `dvc repro report` renders them")
+
+
+def _render_everything(params: Path, claims_file: Path, workspace_params: dict, tables, source) -> None:
+    """The tables, the figures, the claims' verdicts (REPRODUCTION.md, claims.json) and the summary line."""
+    from pipeline import paths
+    from pipeline.reporting.claims import evaluate_claims, load_claims
+    from pipeline.reporting.decidability import annotate, claim_details, gpu_hours_per_seed
+    from pipeline.reporting.experiments import experiments_table
+    from pipeline.reporting.inconsistencies import inconsistencies
+    from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
+    from pipeline.reporting.runs import recorded_environments
+    from pipeline.reporting.seed_record import load_record
+    from pipeline.reporting.tables import build_tables
+
+    claims = load_claims(tables, workspace_params, claims_file)
+    built = build_tables(tables, source)
+    verdicts = evaluate_claims(claims, tables, source, load_record())  # arms from the committed seed record
+    annotate(verdicts, tables, gpu_hours_per_seed(paths.BENCH.with_name("bench-gpu.json")))
+    environments = recorded_environments()  # every input read (and checked) before the first write
+    write_training_figures()
+    found = source.experiments
+    baseline = read_yaml_file(params, "run from the project root")  # as written, like each experiment's
+    write_tables(built, TABLES, experiments_table(source.workspace, baseline, found.runs, found.problem))
+    own_numbers = inconsistencies(tables, Path(workspace_params["checkpoints"]["catalogue"]))
+    claims_line = write_reproduction(verdicts, claims, workspace_params, environments, inconsistencies=own_numbers,
+                                     details=claim_details(verdicts, tables, workspace_params["scale"]),
+                                     untrained_avg=source.workspace.value("backbone", "avg"))
+    summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")

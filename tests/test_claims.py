@@ -411,7 +411,9 @@ def test_reproduction_lists_every_claim_and_its_counts_equal_claims_json(tmp_pat
     page, counts = tmp_path / "REPRODUCTION.md", tmp_path / "claims.json"
     write_reproduction(verdicts, claims, tiny_params_dict, {}, page, counts)
     text, tally = page.read_text(), json.loads(counts.read_text())
-    assert text.splitlines()[2].startswith("**TINY SCALE, NOT A PAPER-SCALE RESULT**")
+    first_screen = "\n".join(text.splitlines()[:40])  # the answer first: the papers' counts, the figure, the caveats
+    assert text.splitlines()[2].startswith("**The papers' claims**") and "figures/claims.png" in first_screen
+    assert "TINY SCALE, NOT A PAPER-SCALE RESULT" in first_screen and "**UC partner**" in first_screen
     assert "environment not recorded" in text
     for claim in claims.claims:
         assert f"| {claim.id} |" in text
@@ -420,14 +422,17 @@ def test_reproduction_lists_every_claim_and_its_counts_equal_claims_json(tmp_pat
         assert f"- {verdict}: {tally['verdicts'][verdict_key(verdict)]}\n" in text
     assert tally["verdicts"]["other_scale"] > 0 and tally["verdicts"]["not_run"] > 0  # value claims; JTCSE runs
     assert tally["origins"] == {"paper": len(claims.claims) - 6, "project": 6}
-    assert text.index("## The papers' claims") < text.index("## The project's own questions") < text.index("## Verdicts")
+    assert text.index("## TNCSE's claims") < text.index("## The project's own questions") < text.index("## Verdicts")
+    assert text.index("## Verdicts") < text.index("## Environment")  # the environment last
     assert "`dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6`" in text
     # each claim's verdict beside the counts, and the one-cell headline beside claims.json
     assert tally["by_claim"] == {result.claim.id: result.verdict for result in verdicts}
     headline = json.loads((tmp_path / "verdicts.json").read_text())["verdicts"]
-    supported = sum(result.verdict in ("reproduced", "reproduced, higher", "holds") for result in verdicts)
-    against = sum(result.verdict in ("not reproduced", "contradicted") for result in verdicts)
-    assert headline.startswith(f"{supported} for, {against} against, {tally['verdicts']['inconclusive']} open (")
+    papers = [result for result in verdicts if result.claim.origin == "paper"]  # the headline counts the papers' claims only
+    supported = sum(result.verdict in ("reproduced", "reproduced, higher", "holds") for result in papers)
+    against = sum(result.verdict in ("not reproduced", "contradicted") for result in papers)
+    still_open = sum(result.verdict in ("inconclusive", "consistent within seed noise") for result in papers)
+    assert headline.startswith(f"{supported} for, {against} against, {still_open} open (")
     changed = list(verdicts)
     changed[0] = replace(changed[0], verdict="not run" if changed[0].verdict != "not run" else "inconclusive")
     changed[1] = replace(changed[1], verdict=verdicts[0].verdict)

@@ -20,6 +20,7 @@ from scipy import stats
 
 from pipeline.reporting.claims import UNDECIDED, Comparison, ComparisonClaim, OrderClaim, TrendClaim, ValueClaim, Verdict
 from pipeline.reporting.noise import PAPER_SCALE_PRIOR, Estimate, decidable_gap, seeds_needed
+from pipeline.reporting.render import paper_of
 
 POWER = 0.80
 # A number of the paper's text, not a multiplier of a sweep ("0.5× 76.96": 76.96 only).
@@ -149,17 +150,6 @@ def claim_details(verdicts: list[Verdict], tables, scale: str) -> dict[str, dict
     return {result.claim.id: finite(claim_record(result, result.claim.claim_backbone(tables), scale)) for result in verdicts}
 
 
-# The seed papers by file (../shared/seeds/README.md), for the forest plot's groups.
-PAPERS = {"000": "TNCSE", "002": "TNCSE", "001": "JTCSE", "003": "SimCSE", "004": "GS-InfoNCE"}
-
-
-def _group(result: Verdict) -> str:
-    claim = result.claim
-    if claim.origin != "paper" or claim.source is None:
-        return "project"
-    return PAPERS.get(claim.source.file.split("/")[-1][:3], claim.source.file)
-
-
 def forest_rows(verdicts: list[Verdict]) -> dict[str, list[dict[str, Any]]]:
     """The forest plot's rows by paper: every value claim with a prediction interval and every
     comparison with an interval (judged or undecided), with its band."""
@@ -181,7 +171,7 @@ def forest_rows(verdicts: list[Verdict]) -> dict[str, list[dict[str, Any]]]:
                              "interval": pair.interval, "pair_interval": _printed(pair.estimate.pair_interval, flip),
                              "band": tuple(sorted((flip * (margin - band), flip * (margin + band)))), "verdict": pair.verdict})
         if rows:
-            groups.setdefault(_group(result), []).extend(rows)
+            groups.setdefault(paper_of(result), []).extend(rows)
     return groups
 
 

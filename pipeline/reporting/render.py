@@ -288,53 +288,84 @@ def own_numbers_section(inconsistencies: list[Inconsistency]) -> list[str]:
 
 def reproduction(
     verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: float, default_reason: str,
-    inconsistencies: list[Inconsistency] | None = None,
+    inconsistencies: list[Inconsistency] | None = None, untrained_avg: float | None = None,
 ) -> str:
-    """reports/REPRODUCTION.md: the scale and environment, the papers' claims, the project's own
-    questions, the verdict counts, the papers' own inconsistent numbers and the commands that run
-    what is missing."""
-    scale = params["scale"]
-    backbone = params["backbone"]["name"]
-    if scale == "paper":
-        scale_text = f"**Paper scale** ({backbone} in the workspace; claims on the other backbone read its experiments)."
-    elif scale == "rehearsal":
-        scale_text = (
-            f"**REHEARSAL, NOT A RESULT** (the paper preset of {backbone} offline, conf/scale/rehearsal.yaml: random "
-            "weights, loopback round trips, a few steps per stage): value claims are not compared; the order and "
-            "trend verdicts below only prove the path, random weights decide them."
-        )
-    else:
-        scale_text = (
-            f"**{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT** ({backbone} stands in for {title(judged_backbone(params))}): "
-            "value claims are not compared (the papers' numbers are at paper scale); order and trend claims are "
-            "checked at this scale; claims about another backbone read \"other backbone: not compared\"."
-        )
-    lines = ["# Did it reproduce?", "", scale_text, "",
-             "![Every judged comparison: the difference with its pair-only interval (thin) and its pair + seed interval "
-             "(thick), the margin or band shaded, the verdict as the colour](figures/claims.png)", ""]
-    lines += environment_section(environments)
+    """reports/REPRODUCTION.md, its first screen the answer: the papers' claims counted by verdict (the
+    project's questions apart), the forest plot and what this scale can say; then the claims grouped
+    by paper, the project's questions, the papers' own numbers, what is missing, and the environment."""
     papers = [result for result in verdicts if result.claim.origin == "paper"]
     questions = [result for result in verdicts if result.claim.origin == "project"]
-    lines += ["## The papers' claims", "", VERDICT_LEGEND,
-              f"Default ε of value claims (\"the default\" below): {default_epsilon:.2f} points, {default_reason}.", ""]
-    lines += _claims_table(papers, default_reason)
+    lines = ["# Did it reproduce?", "", _counts_line("The papers' claims", papers), _counts_line("The project's own questions", questions), "",
+             "![Every judged comparison: the difference with its pair-only interval (thin) and its pair + seed interval "
+             "(thick), the margin or band shaded, the verdict as the colour](figures/claims.png)", ""]
+    lines += _scale_lines(params, untrained_avg) + [""]
+    judged = [result for result in verdicts if result.verdict in (HOLDS, CONTRADICTED, INCONCLUSIVE, CONSISTENT)]
+    lines += [f"Multiplicity: {len(judged)} verdicts were judged at 5% each; were no difference real, chance alone would "
+              f"decide about {expected_by_chance(len(judged)):.1f} of them (no correction across claims: each is its own question).", ""]
+    lines += [VERDICT_LEGEND, f"Default ε of value claims (\"the default\" below): {default_epsilon:.2f} points, {default_reason}.", ""]
+    for paper, group in _by_paper(papers).items():
+        lines += [f"## {paper}'s claims", ""] + _claims_table(group, default_reason) + [""]
     if questions:
-        lines += ["", "## The project's own questions", "",
+        lines += ["## The project's own questions", "",
                   "Not claims of the papers: questions the project asks of its runs, each with why it is asked.", ""]
-        lines += _claims_table(questions, default_reason, why=True)
+        lines += _claims_table(questions, default_reason, why=True) + [""]
     counts = verdict_counts(verdicts)
-    lines += ["", "## Verdicts", ""]
+    lines += ["## Verdicts", ""]
     lines += [f"- {verdict}: {counts['verdicts'][verdict_key(verdict)]}" for verdict in VERDICTS]
     lines += ["", f"{len(verdicts)} claims: {counts['origins']['paper']} of the papers, {counts['origins']['project']} "
               "of the project's own questions (reports/claims.json). A claim about another backbone is counted once, "
-              "as \"other backbone\"."]
-    judged = [result for result in verdicts if result.verdict in (HOLDS, CONTRADICTED, INCONCLUSIVE, CONSISTENT)]
-    lines += ["", f"Multiplicity: {len(judged)} order, trend and correlation verdicts were judged at 5% each; were no "
-              f"difference real, chance alone would decide about {expected_by_chance(len(judged)):.1f} of them "
-              "(the expected count; no correction across claims is applied, each claim is its own question)."]
-    lines += [""] + own_numbers_section(inconsistencies or [])
+              "as \"other backbone\".", ""]
+    lines += own_numbers_section(inconsistencies or [])
     commands = list(dict.fromkeys(command for result in verdicts for command in result.commands))
     if commands:
         lines += ["## To run what is missing", ""] + [f"- `{command}`" for command in commands]
-        lines += ["", "Queued experiments start with `dvc queue start`; `dvc repro report` renders them when they finish."]
+        lines += ["", "Queued experiments start with `dvc queue start`; `dvc repro report` renders them when they finish.", ""]
+    lines += environment_section(environments)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+# The seed papers by file (../shared/seeds/README.md): the claims are grouped by the paper they quote.
+SEED_PAPERS = {"000": "TNCSE", "002": "TNCSE", "001": "JTCSE", "003": "SimCSE", "004": "GS-InfoNCE"}
+
+
+def paper_of(result: Verdict) -> str:
+    source = result.claim.source
+    if result.claim.origin != "paper" or source is None:
+        return "project"
+    return SEED_PAPERS.get(source.file.split("/")[-1][:3], source.file)
+
+
+def _by_paper(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
+    groups: dict[str, list[Verdict]] = {}
+    for result in verdicts:
+        groups.setdefault(paper_of(result), []).append(result)
+    return groups
+
+
+def _counts_line(what: str, verdicts: list[Verdict]) -> str:
+    counted = verdict_counts(verdicts)["verdicts"]
+    shown = ", ".join(f"{count} {verdict}" for verdict in VERDICTS if (count := counted[verdict_key(verdict)]))
+    return f"**{what}** ({len(verdicts)}): {shown or 'none'}."
+
+
+def _scale_lines(params: dict, untrained_avg: float | None) -> list[str]:
+    """What this scale can say, in three lines: the scale and backbone, the UC partner, the training steps."""
+    scale, backbone = params["scale"], params["backbone"]
+    before = f"; its 7-STS average before any training is {untrained_avg:.2f}" if untrained_avg is not None else ""
+    if scale == "paper":
+        first = f"- **Paper scale**: {backbone['source']}{before}; claims on the other backbone read its experiments."
+    elif scale == "rehearsal":
+        first = (f"- **REHEARSAL, NOT A RESULT**: the paper preset of {backbone['name']} offline (random weights, loopback "
+                 "round trips, a few steps per stage); the verdicts only prove the path.")
+    else:
+        first = (f"- **{scale.upper()} SCALE, NOT A PAPER-SCALE RESULT**: the backbone is {backbone['source']} standing in for "
+                 f"{title(judged_backbone(params))}{before} — at tiny scale a supervised sentence encoder already (all-MiniLM-L6-v2), "
+                 "so the verdicts are about tuning a trained encoder; value claims are not compared, claims on another "
+                 "backbone read \"other backbone\".")
+    partner = backbone["uc_source"]
+    second = f"- **UC partner**: {partner}" + (" — the backbone itself, not the papers' InfoCSE." if partner == backbone["source"] else ".")
+    steps = {name: params[name].get("max_steps") for name in ("pretrain", "train")} | {
+        f"distill {teacher}": settings.get("max_steps") for teacher, settings in params["distill"]["teachers"].items()}
+    shown = ", ".join(f"{name} {count}" for name, count in steps.items() if count is not None)
+    third = f"- **Training steps**: {shown} (a cap of optimiser steps per stage)." if shown else "- **Training steps**: the papers' full epochs."
+    return [first, second, third]

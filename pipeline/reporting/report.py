@@ -143,17 +143,18 @@ def verdicts_headline(verdicts: list[Verdict]) -> dict[str, str]:
 def write_reproduction(
     verdicts: list[Verdict], claims: ClaimsFile, params: dict, environments: dict[str, dict],
     page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS, inconsistencies: list[Inconsistency] | None = None,
-    details: dict[str, dict] | None = None,
+    details: dict[str, dict] | None = None, untrained_avg: float | None = None,
 ) -> str:
     """REPRODUCTION.md, the counts and each claim's verdict (claims.json: `by_claim` id → verdict, and
     `details`, every number behind each verdict: `decidability.claim_details`) and beside it the
     headline (verdicts.json, `verdicts_headline`); returns the summary line's part."""
     write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason,
-                                         inconsistencies))
+                                         inconsistencies, untrained_avg))
     tally = verdict_counts(verdicts)
     write_json_atomic(counts, tally | {"by_claim": {result.claim.id: result.verdict for result in verdicts}}
                       | ({"details": details} if details is not None else {}))
-    write_json_atomic(counts.with_name(VERDICTS_HEADLINE.name), verdicts_headline(verdicts))
+    # the headline counts the papers' claims alone; the project's questions are in claims.json
+    write_json_atomic(counts.with_name(VERDICTS_HEADLINE.name), verdicts_headline([r for r in verdicts if r.claim.origin == "paper"]))
     with atomic_path(page.parent / "figures" / "claims.png") as temporary:  # linked at the top of the page
         temporary.write_bytes(claims_forest_figure(forest_rows(verdicts)))
     shown = ", ".join(f"{count} {key.replace('_', ' ')}" for key, count in tally["verdicts"].items() if count)
