@@ -54,8 +54,13 @@ from pipeline.settings_rules import SCALES
 CLAIMS_FILE = Path("claims.yaml")
 NOT_RUN, OTHER_SCALE = "not run", "other scale: not compared"
 OTHER_BACKBONE = "other backbone: not compared"
+# where the truth is "cannot", whatever is run: not "other scale", which more compute would change
+CANNOT_HOLD = "cannot hold: the paper's gap is below the band"
+CANNOT_RUN = "cannot run: the papers lack the task list"
 VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, CONSISTENT, HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_RUN, OTHER_SCALE,
-            OTHER_BACKBONE)
+            OTHER_BACKBONE, CANNOT_HOLD, CANNOT_RUN)
+# A number of a claim's paper text, not a multiplier of a sweep ("0.5× 76.96": 76.96 only).
+_PAPER_NUMBER = re.compile(r"(?<![\d.])(-?\d+\.\d+)(?![\d.]*\s*×)")
 UNDECIDED = (INCONCLUSIVE, CONSISTENT)  # judged, but the noise leaves it open: "what it would take" is said
 ORIGINS = ("paper", "project")
 _CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -459,9 +464,39 @@ class ComparisonClaim(ClaimSpec):
             raise ValueError(f"{self.id}: an STS score is compared by its paired bootstrap interval, not a band")
         return self
 
+    def paper_gap(self) -> float | None:
+        """The paper's own gap behind the claim, read from its `paper` text: better − worse for an order,
+        the smallest step the shape needs for a trend; None when the text holds fewer than two numbers."""
+        numbers = [float(found) for found in _PAPER_NUMBER.findall(self.paper.split("(")[0])]
+        if len(numbers) < 2:
+            return None
+        if getattr(self, "shape", None) == "first-best":
+            return abs(numbers[0] - max(numbers[1:]))
+        if getattr(self, "shape", None) == "decreasing":
+            return abs(min(a - b for a, b in zip(numbers, numbers[1:])))
+        return abs(numbers[0] - numbers[1])
+
+    def cannot(self) -> tuple[str, str] | None:
+        """(verdict, why) where no run can decide the claim: its suite's task list is not in the papers,
+        or the paper's own gap is below the band that says what difference counts."""
+        if self.metric.startswith(MTEB_PREFIX):
+            from pipeline.evaluation.mteb_suites import load_suite
+
+            suite = load_suite(self.metric.removeprefix(MTEB_PREFIX).split(".")[1])
+            if suite.unlisted:
+                return CANNOT_RUN, f"suite {suite.name}: {suite.unlisted}"
+        gap = self.paper_gap()
+        if self.band is not None and gap is not None and gap < self.band:
+            return CANNOT_HOLD, f"the paper's gap {gap:.2f} is below the band {self.band:g}: not even an exact reproduction holds"
+        return None
+
     def compare(self, judging: Judging, rows: dict[str, Row], better: SubjectSpec, worse: SubjectSpec, margin: float) -> Comparison:
         """better vs worse: the interval of the difference, then the verdict against the margin and band."""
         pair = Comparison(better.label, worse.label, NOT_RUN)
+        cannot = self.cannot()
+        if cannot is not None:
+            pair.verdict, pair.note = cannot
+            return pair
         if judging.scale not in self.scales:
             pair.verdict = OTHER_SCALE
             pair.note = f"compared at {' / '.join(self.scales)} scale; this run is {judging.scale}"
@@ -634,6 +669,8 @@ class TrendClaim(ComparisonClaim):
 
 def _family_verdict(verdicts: set[str]) -> str:
     """A family whose pairs could not all be estimated: contradicted or not run if one is, holds if all do."""
+    if len(verdicts) == 1 and next(iter(verdicts)) in (CANNOT_HOLD, CANNOT_RUN):
+        return next(iter(verdicts))
     if CONTRADICTED in verdicts:
         return CONTRADICTED
     if NOT_RUN in verdicts or OTHER_SCALE in verdicts:

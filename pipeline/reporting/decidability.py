@@ -12,32 +12,20 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 from scipy import stats
 
-from pipeline.reporting.claims import UNDECIDED, Comparison, ComparisonClaim, OrderClaim, TrendClaim, ValueClaim, Verdict
+from pipeline.reporting.claims import UNDECIDED, Comparison, ComparisonClaim, OrderClaim, ValueClaim, Verdict
 from pipeline.reporting.noise import PAPER_SCALE_PRIOR, Estimate, decidable_gap, seeds_needed
 from pipeline.reporting.render import paper_of
 
 POWER = 0.80
-# A number of the paper's text, not a multiplier of a sweep ("0.5× 76.96": 76.96 only).
-_PAPER_NUMBER = re.compile(r"(?<![\d.])(-?\d+\.\d+)(?![\d.]*\s*×)")
 
 
 def paper_gap(claim: ComparisonClaim) -> float | None:
-    """The paper's own gap behind an order or trend claim, read from its `paper` text: better − worse
-    for an order, the smallest step the shape needs for a trend. None when the text holds no numbers."""
-    numbers = [float(found) for found in _PAPER_NUMBER.findall(claim.paper.split("(")[0])]
-    if len(numbers) < 2:
-        return None
-    if isinstance(claim, TrendClaim):
-        steps = ([numbers[0] - max(numbers[1:])] if claim.shape == "first-best"
-                 else [a - b for a, b in zip(numbers, numbers[1:])])
-        return abs(min(steps))
-    return abs(numbers[0] - numbers[1])
+    return claim.paper_gap()
 
 
 def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hours: float | None) -> str:
