@@ -365,7 +365,8 @@ def _scale_lines(params: dict, untrained_avg: float | None) -> list[str]:
     partner = backbone["uc_source"]
     second = f"- **UC partner**: {partner}" + (" — the backbone itself, not the papers' InfoCSE." if partner == backbone["source"] else ".")
     steps = {name: params[name].get("max_steps") for name in ("pretrain", "train")} | {
-        f"distill {teacher}": settings.get("max_steps") for teacher, settings in params["distill"]["teachers"].items()}
+        f"distill {teacher}": settings.get("max_steps") for teacher, settings in params["distill"]["teachers"].items()} | {
+        name: settings.get("max_steps") for name, settings in params.get("baselines", {}).items()}
     shown = ", ".join(f"{name} {count}" for name, count in steps.items() if count is not None)
     third = f"- **Training steps**: {shown} (a cap of optimiser steps per stage)." if shown else "- **Training steps**: the papers' full epochs."
     return [first, second, third]
