@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.reporting.inconsistencies import check_references, inconsistencies, table_rows
+from pipeline.reporting.inconsistencies import READ_IN_THE_SEEDS, check_references, inconsistencies, stated_numbers, table_rows
+from pipeline.reporting.quotes import quote_found
 from pipeline.reporting.render import own_numbers_section
 from pipeline.reporting.spec import load_tables, parse_tables
 
@@ -25,11 +26,42 @@ def test_the_committed_transcriptions_list_the_known_inconsistencies():
         ("SBERT-base (supervised)", "+0.03"), ("GS-InfoNCE BERT-large", "-0.17"), ("GS-InfoNCE RoBERTa-large", "+0.03"),
     }
     assert expected <= found
-    stated = [issue for issue in inconsistencies(TABLES, CATALOGUE) if "(the text)" in issue.printed]
-    assert [(issue.printed, issue.computed) for issue in stated] == [
-        ("0.72 (the text)", "0.55 (the table)"), ("0.28 (the text)", "0.31 (the table)")]
+    # GS-InfoNCE's introduction (0.72, 0.28) follows the large rows' cells, its Main Results (0.55, 0.31) their
+    # printed averages: each is cited on its row's line, never a line of its own
+    assert not stated_numbers(TABLES)
+    large = {issue.row: issue.used for issue in found_rows() if issue.row.startswith("GS-InfoNCE")}
+    for row, (intro, main) in {"GS-InfoNCE BERT-large": ("0.72", "0.55"), "GS-InfoNCE RoBERTa-large": ("0.28", "0.31")}.items():
+        assert f"Introduction's {intro} is the mean of the cells" in next(
+            issue.used for issue in inconsistencies(TABLES, CATALOGUE) if issue.row == row)
+        assert f"Main Results's {main} is the printed average" in next(
+            issue.used for issue in inconsistencies(TABLES, CATALOGUE) if issue.row == row)
+    assert large  # listed once each, as rows
+    rows = [issue.row for issue in inconsistencies(TABLES, CATALOGUE)]
+    assert len(rows) == len(set((issue.where, issue.row) for issue in inconsistencies(TABLES, CATALOGUE)))
     corrected = next(issue for issue in found_rows() if issue.difference == "+1.43")
     assert corrected.used.startswith("STS15 84.92 (printed 74.92)")
+
+
+def test_a_stated_number_off_both_the_printed_average_and_the_cells_is_its_own_line():
+    raw = yaml.safe_load((REPO_ROOT / "tables.yaml").read_text())
+    raw["stated_numbers"][0]["stated"] = 0.40
+    lines = stated_numbers(parse_tables(raw))
+    assert [(issue.printed, issue.computed) for issue in lines] == [("0.40 (the text)", "0.55 (the table)")]
+
+
+@pytest.mark.parametrize("reading", READ_IN_THE_SEEDS, ids=lambda reading: reading.row)
+def test_every_reading_rests_on_seed_lines_found_verbatim(reading):
+    seed = (REPO_ROOT.parent / "shared" / reading.file).read_text(encoding="utf-8")
+    for quote in reading.quotes:
+        assert quote_found(seed, quote), f"{reading.row}: {quote!r} not in {reading.file}"
+
+
+def test_the_readings_are_listed_once_after_the_computed_ones():
+    found = inconsistencies(TABLES, CATALOGUE)
+    assert found[-len(READ_IN_THE_SEEDS):] == [reading.inconsistency() for reading in READ_IN_THE_SEEDS]
+    rows = {reading.row for reading in READ_IN_THE_SEEDS}
+    assert {"RankCSE-BERT (one tower), 7 STS Avg.", "RankCSE-BERT, STSBM", "TNCSE − SimCSE, MTEB classification",
+            "TNCSE − SimCSE, MTEB reranking"} <= rows
 
 
 def found_rows():
@@ -72,4 +104,4 @@ def test_a_stated_number_naming_an_unknown_row_is_one_line():
 def test_reproduction_renders_the_section():
     lines = own_numbers_section(inconsistencies(TABLES, CATALOGUE))
     assert lines[0] == "## The papers' own numbers"
-    assert sum(line.startswith("| ") for line in lines) >= 2 + 8 + 2  # header, rule, 8 rows, 2 stated numbers
+    assert sum(line.startswith("| ") for line in lines) >= 2 + 8 + len(READ_IN_THE_SEEDS)  # header, rule, 8 rows, readings

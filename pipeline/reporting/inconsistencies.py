@@ -1,12 +1,16 @@
 """The papers' own numbers that disagree with themselves, computed from the transcriptions: every row
 (tables.yaml, its `paper_rows`, conf/checkpoints.yaml's paper and README numbers) whose printed
-average is not the mean of its printed cells beyond rounding, and every number the text states that
-its table does not give (tables.yaml `stated_numbers`). REPRODUCTION.md lists them (DESIGN.md §10)."""
+average is not the mean of its printed cells beyond rounding, every number the text states that
+its table does not give (tables.yaml `stated_numbers`), and the inconsistencies no arithmetic over the
+transcribed rows finds (READ_IN_THE_SEEDS: one table against another, a text against its table, the two
+papers against each other), each with the seed sentence or cells it rests on. Each inconsistency is
+listed once: a stated number that is a misprinted average's row against the mean of its cells is cited on
+that row's line. REPRODUCTION.md lists them (DESIGN.md §10)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.checkpoints import load_catalogue
@@ -58,7 +62,13 @@ def _row_inconsistency(where: str, label: str, printed: Mapping[str, float], use
 
 
 def table_rows(tables: TablesFile) -> list[Inconsistency]:
-    found, seen = [], set()
+    return list(_keyed_table_rows(tables).values())
+
+
+def _keyed_table_rows(tables: TablesFile) -> dict[str, Inconsistency]:
+    """Each inconsistent row by the reference a stated number names it with ('<table>: <label>' or
+    'paper_rows: <label>')."""
+    found, seen = {}, set()
     for table_id, spec in tables.tables.items():
         layout = _average_columns(spec.columns)
         if layout is None:
@@ -74,13 +84,13 @@ def table_rows(tables: TablesFile) -> list[Inconsistency]:
             issue = _row_inconsistency(f"tables.yaml {table_id} ({spec.paper_source})", row.label, printed, row.paper,
                                        tasks, average, why)
             if issue:
-                found.append(issue)
+                found[f"{table_id}: {row.label}"] = issue
     for row in tables.paper_rows:
         tasks = [header for header in row.paper if header not in ("Avg.",)]
         if "Avg." in row.paper and len(tasks) == len(SCORE_COLUMNS) - 1:
             issue = _row_inconsistency(f"tables.yaml paper_rows ({row.source})", row.label, row.paper, row.paper, tasks, "Avg.", "")
             if issue:
-                found.append(issue)
+                found[f"paper_rows: {row.label}"] = issue
     return found
 
 
@@ -112,17 +122,67 @@ def _label(reference: RowReference) -> str:
     return reference.row.partition(": ")[2]
 
 
-def stated_numbers(tables: TablesFile) -> list[Inconsistency]:
-    found = []
+def _cells_mean(tables: TablesFile, reference: RowReference) -> float | None:
+    """The mean of the task cells of the row a reference names, where its column is that row's average."""
+    table, _, label = reference.row.partition(": ")
+    if table == "paper_rows":
+        row = next(row for row in tables.paper_rows if row.label == label)
+        tasks = [header for header in row.paper if header != "Avg."]
+        average, cells = "Avg.", row.paper
+        if len(tasks) != len(SCORE_COLUMNS) - 1:
+            return None
+    else:
+        spec = tables.tables[table]
+        layout = _average_columns(spec.columns)
+        if layout is None:
+            return None
+        tasks, average = layout
+        row = next(row for row in spec.rows if row.label == label)
+        cells = {**row.paper, **row.printed}
+    if reference.column != average or any(task not in cells for task in tasks):
+        return None
+    return sum(cells[task] for task in tasks) / len(tasks)
+
+
+def _agrees(stated: float, computed: float) -> bool:
+    return abs(round(computed, 2) - stated) <= ROUNDING
+
+
+def _stated_line(stated, computed: float) -> Inconsistency:
+    return Inconsistency(
+        f"{stated.source}: “{stated.quote}”",
+        f"{_label(stated.better)} − {_label(stated.worse)}, {stated.better.column}",
+        f"{stated.stated:.2f} (the text)", f"{computed:.2f} (the table)", f"{stated.stated - computed:+.2f}", stated.used,
+    )
+
+
+def _stated_on_rows(tables: TablesFile) -> tuple[list[Inconsistency], dict[str, list[tuple[bool, str]]]]:
+    """The stated numbers that disagree with their table, and, per inconsistent row, the sentences
+    that cite it: one that matches the printed average follows it, one that matches the mean of the
+    row's cells (and not the printed average) follows the cells; neither is then a line of its own."""
+    rows = _keyed_table_rows(tables)
+    lines, cited = [], {}
     for stated in tables.stated_numbers:
-        computed = _cell(tables, stated.better) - _cell(tables, stated.worse)
-        if abs(round(computed, 2) - stated.stated) > ROUNDING:
-            found.append(Inconsistency(
-                f"{stated.source}: “{stated.quote}”",
-                f"{_label(stated.better)} − {_label(stated.worse)}, {stated.better.column}",
-                f"{stated.stated:.2f} (the text)", f"{computed:.2f} (the table)", f"{stated.stated - computed:+.2f}", stated.used,
-            ))
-    return found
+        printed = _cell(tables, stated.better) - _cell(tables, stated.worse)
+        side = next((reference for reference in (stated.better, stated.worse) if reference.row in rows), None)
+        mean = _cells_mean(tables, side) if side is not None else None
+        if side is not None and mean is not None:
+            other = stated.worse if side is stated.better else stated.better
+            from_mean = mean - _cell(tables, other) if side is stated.better else _cell(tables, other) - mean
+            if _agrees(stated.stated, printed) or _agrees(stated.stated, from_mean):
+                on_printed = _agrees(stated.stated, printed)
+                average = _cell(tables, side) if on_printed else mean
+                cited.setdefault(side.row, []).append((not on_printed,
+                    f"{stated.source}'s {stated.stated:.2f} is {'the printed average' if on_printed else 'the mean of the cells'} "
+                    f"{average:.2f} − {_label(other)}'s {_cell(tables, other):.2f}"))
+                continue
+        if not _agrees(stated.stated, printed):
+            lines.append(_stated_line(stated, printed))
+    return lines, cited
+
+
+def stated_numbers(tables: TablesFile) -> list[Inconsistency]:
+    return _stated_on_rows(tables)[0]
 
 
 def check_references(tables: TablesFile) -> str | None:
@@ -137,11 +197,95 @@ def check_references(tables: TablesFile) -> str | None:
 
 
 def inconsistencies(tables: TablesFile, catalogue: Path) -> list[Inconsistency]:
-    """Every inconsistent row once: a catalogue row that repeats a tables.yaml row's numbers is left out."""
-    rows = table_rows(tables)
+    """Every inconsistency once: a catalogue row that repeats a tables.yaml row's numbers is left out, and a
+    stated number that follows one side of an inconsistent row is cited on that row's line."""
+    keyed = _keyed_table_rows(tables)
+    stated, cited = _stated_on_rows(tables)
+    rows = []
+    for reference, found in keyed.items():
+        if reference in cited:
+            on_cells = any(follows_cells for follows_cells, _ in cited[reference])
+            used = (f"the mean of the cells {found.computed.split()[0]}: a sentence of the text is computed from it, so the "
+                    "printed average (and any number the text derives from it) is the odd one") if on_cells else found.used
+            found = replace(found, used=f"{used}; " + "; ".join(text for _, text in cited[reference]))
+        rows.append(found)
     listed = {(found.row, found.printed, found.difference) for found in rows}
     others = [found for found in checkpoint_rows(catalogue) if (found.row, found.printed, found.difference) not in listed]
-    return rows + others + stated_numbers(tables)
+    return rows + others + stated + [entry.inconsistency() for entry in READ_IN_THE_SEEDS]
+
+
+@dataclass(frozen=True)
+class SeedReading:
+    """An inconsistency read in the seeds that no arithmetic over tables.yaml's rows finds: `quotes` are the
+    seed lines it rests on, verbatim up to layout (tests/test_inconsistencies.py finds each in `file`)."""
+
+    file: str
+    where: str
+    quotes: tuple[str, ...]
+    row: str
+    printed: str
+    computed: str
+    difference: str
+    used: str
+
+    def inconsistency(self) -> Inconsistency:
+        quoted = " / ".join(f"“{quote}”" for quote in self.quotes)
+        return Inconsistency(f"{self.file} {self.where}: {quoted}", self.row, self.printed, self.computed, self.difference,
+                             self.used)
+
+
+_JTCSE, _TNCSE_PDF, _TNCSE_HTML, _GS = ("seeds/001_09bc9e7e9169769b.txt", "seeds/000_7f5ce723e1f20bd6.txt",
+                                       "seeds/002_a0b8e8b23bc25d76.txt", "seeds/004_8124b6b8fddf19af.txt")
+READ_IN_THE_SEEDS: tuple[SeedReading, ...] = (
+    SeedReading(
+        _JTCSE, "Table VII", ("Inference Complexity (GMAC) 10.90 10.90 10.90 10.90 10.90 32.70 10.90 10.90 5.40",),
+        "GMAC: the twin 10.90, EDFSE's six towers 32.70, one tower 5.40", "5.40 (one tower)",
+        "5.45 (10.90 / 2 = 32.70 / 6)", "-0.05",
+        "one decimal (10.9 and 5.4): the cells read as one-decimal numbers padded with a zero "
+        "(gmac-twin, gmac-one-tower, tncse-third-of-edfse)"),
+    SeedReading(
+        _JTCSE, "Table VII against Table I (left)",
+        ("STS Acc (7 Avg.) 77.97 78.51 77.89 77.05 78.22 79.04 79.58 79.70 76.25 78.27 78.49 78.85 76.04",
+         "RankCSE [19]♣ 74.61 85.70 78.09 84.64 81.36 81.82 74.51 80.10"),
+        "RankCSE-BERT (one tower), 7 STS Avg.", "76.04 (Table VII)", "80.10 (Table I)", "-4.06",
+        "Table VII's 76.04 where its η is read (jtcse-d-eta); with Table I's 80.10 RankCSE's η would be "
+        "80.10 / 5.40 = 14.83, above JTCSE D's 14.79; the other single towers of Table VII equal their Table I rows"),
+    SeedReading(
+        _JTCSE, "Table I (right)", ("RankCSE [19]♣ 74.61 85.70 78.09 84.64 81.36 81.82 74.51 80.10 85.88 62.46 62.46 70.26",),
+        "RankCSE-BERT, STSBM", "62.46 (STSBM)", "62.46 (its STS22 cell)", "same cell",
+        "nothing (the project runs no RankCSE): the STSBM cell repeats STS22's, and the 3 Avg. 70.26 is the mean "
+        "with the repeat, (85.88 + 62.46 + 62.46) / 3; the row's STSBM is likely a copied cell"),
+    SeedReading(
+        _JTCSE, "Table XI", ("Avg 76.2 77.3 76.5 78.5 76.5 68.9 76.9 66.3 70.3 71.6",
+                             "Pooler 75.3 67.2 78.2 78.5 78.1 50.7 78.0 22.7 70.3 71.6"),
+        "JTCSE and JTCSE D, Avg and Pooler pooling", "Pooler 70.3 and 71.6", "Avg 70.3 and 71.6", "same pair",
+        "the printed numbers as they are (pooling-cls-best-jtcse, pooling-cls-best-jtcse-d): two poolings giving the "
+        "same two scores on two models suggests one row copied into the other"),
+    SeedReading(
+        _GS, "Analysis, Table 3", ("As M becomes larger, the performance of GS-InfoNCE on the test set slowly improves",
+                                   "BERTbase 76.25 76.96 76.90 77.11"),
+        "GS-InfoNCE BERT-base, 7-STS average over M = 0 … 3 × batch", "slowly improves (the text)",
+        "76.25, 76.96, 76.90, 77.11, 77.63 (Table 3): a fall from 0.5× to 1×, the largest step 2× → 3×", "-0.06, +0.52",
+        "Table 3's numbers; the claim is only the best M (gs-infonce-m-best-at-3)"),
+    SeedReading(
+        _TNCSE_HTML, "Figure 5 caption against its discussion",
+        ("the model’s performance on the STS-B validation set for different LayerNorm settings",
+         "report the performance on the STS-B test set"),
+        "TNCSE, STS-B split of Figure 5", "validation (the caption)", "test (the text)", "split",
+        "the test split, as the text and every table of the paper (layernorm-tncse)"),
+    SeedReading(
+        _TNCSE_PDF, "Table 2, against JTCSE Table II",
+        ("Classification(30 Acc) 58.15 58.26 57.44 58.15 58.05 58.15 58.38",),
+        "TNCSE − SimCSE, MTEB classification", "+0.23 (TNCSE Table 2, 30 tasks: 58.38 − 58.15)",
+        "-0.15 (JTCSE Table II, 45 tasks: 55.22 − 55.37)", "opposite signs",
+        "each paper's own suite (tncse-mteb-classification states TNCSE's; the papers disagree in direction)"),
+    SeedReading(
+        _TNCSE_PDF, "Table 2, against JTCSE Table III",
+        ("Reranking(9 Map) 36.78 38.12 37.13 38.36 31.95 37.11 38.15",),
+        "TNCSE − SimCSE, MTEB reranking", "+1.37 (TNCSE Table 2, 9 tasks: 38.15 − 36.78)",
+        "-1.61 (JTCSE Table III, 14 tasks: 35.46 − 37.07)", "opposite signs",
+        "each paper's own suite (tncse-mteb-reranking states TNCSE's; the papers disagree in direction)"),
+)
 
 
 def _short(text: str, limit: int = 240) -> str:
