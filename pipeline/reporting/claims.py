@@ -22,7 +22,6 @@ small functions `difference_interval` and `interval_verdict` are where they are 
 
 from __future__ import annotations
 
-import math
 import re
 from abc import abstractmethod
 from dataclasses import dataclass, field, replace
@@ -31,11 +30,9 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError, field_validator, model_validator
-from scipy import stats
 
 from pipeline.config import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
-from pipeline.evaluation.intervals import CONFIDENCE, paired_interval
 from pipeline.models import MODEL_NAMES
 from pipeline.reporting.arms import Arm, arm_of, borrowed_noise, pair_variance, paired
 from pipeline.reporting.backbones import other_backbone
@@ -470,10 +467,10 @@ class ComparisonClaim(ClaimSpec):
         numbers = [float(found) for found in _PAPER_NUMBER.findall(self.paper.split("(")[0])]
         if len(numbers) < 2:
             return None
-        if getattr(self, "shape", None) == "first-best":
-            return abs(numbers[0] - max(numbers[1:]))
-        if getattr(self, "shape", None) == "decreasing":
-            return abs(min(a - b for a, b in zip(numbers, numbers[1:])))
+        return self.gap_of(numbers)
+
+    def gap_of(self, numbers: list[float]) -> float:
+        """The gap an order claim's paper numbers state: better − worse."""
         return abs(numbers[0] - numbers[1])
 
     def cannot(self) -> tuple[str, str] | None:
@@ -640,6 +637,12 @@ class TrendClaim(ComparisonClaim):
 
     def subjects(self) -> list[SubjectSpec]:
         return self.sweep
+
+    def gap_of(self, numbers: list[float]) -> float:
+        """The smallest step the shape needs: the first against the best other, or the smallest fall."""
+        if self.shape == "first-best":
+            return abs(numbers[0] - max(numbers[1:]))
+        return abs(min(a - b for a, b in zip(numbers, numbers[1:])))
 
     def family(self, kept: list[SubjectSpec]) -> list[tuple[SubjectSpec, SubjectSpec]]:
         """The pairs the shape implies: first-best, the first against each other; decreasing, each
