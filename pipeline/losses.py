@@ -119,9 +119,26 @@ def info_nce(
     ℓ_i = −log( e^{sim(z_i, z_i^+)/τ} / Σ_{j=1..N} e^{sim(z_i, z_j^+)/τ} ), averaged over i:
     the N×N logits sim(anchors_i, positives_j)/τ with the diagonal as targets.
     """
+    return F.cross_entropy(*info_nce_logits(anchors, positives, temperature, gaussian))
+
+
+def info_nce_logits(
+    anchors: torch.Tensor,
+    positives: torch.Tensor,
+    temperature: float = TEMPERATURE,
+    gaussian: GaussianNegatives | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`info_nce`'s logits (N × N, then the M Gaussian columns when `gaussian` is given) and targets."""
     logits = cosine_matrix(anchors, positives) / temperature
-    targets = torch.arange(len(anchors), device=anchors.device)
-    return _cross_entropy(logits, targets, anchors, temperature, gaussian, len(anchors))
+    if gaussian is not None:
+        logits = torch.cat([logits, gaussian.logits(anchors, temperature, len(anchors))], dim=1)
+    return logits, torch.arange(len(anchors), device=anchors.device)
+
+
+def gaussian_share(logits: torch.Tensor, count: int) -> torch.Tensor:
+    """The softmax mass of the last `count` columns (the Gaussian negatives), averaged over rows: the
+    share of the denominator they hold, and so the most of each row's gradient they can steer."""
+    return torch.softmax(logits.detach().float(), dim=1)[:, logits.shape[1] - count:].sum(1).mean()
 
 
 def icnce(

@@ -10,9 +10,11 @@ from pipeline.losses import (
     GaussianNegatives,
     distillation_loss,
     draw_direction,
+    gaussian_share,
     icnce,
     ictn,
     info_nce,
+    info_nce_logits,
     joint_icnce,
     tensor_norm_loss,
     twin_info_nce,
@@ -226,6 +228,32 @@ def test_gaussian_negatives_match_gs_infonce(twin_vectors):
     noise = torch.normal(0.0, 1.0, (9, 5), generator=torch.Generator().manual_seed(4))
     gaussian = GaussianNegatives(generator=torch.Generator().manual_seed(4))
     assert close(icnce(last[0], last[1], gaussian=gaussian), ref_icnce(last[0], last[1], noise))
+
+
+def test_gaussian_std_does_not_change_the_logits_at_mean_zero(twin_vectors):
+    """Cosines see only a vector's direction, and N(0, σ²I)'s is uniform whatever σ: the script's
+    random_std 0.5 and the paper's N(0, 1) give the same logits from the same draws."""
+    last, _, _ = twin_vectors
+    z1 = last[0][0::2]
+    draws = [GaussianNegatives(count=6, std=std, generator=torch.Generator().manual_seed(3)) for std in (1.0, 0.5, 0.1)]
+    reference = draws[0].logits(z1, TAU, len(z1))
+    for gaussian in draws[1:]:
+        assert torch.allclose(gaussian.logits(z1, TAU, len(z1)), reference, atol=1e-5)
+    shifted = GaussianNegatives(count=6, mean=1.0, generator=torch.Generator().manual_seed(3))
+    assert not torch.allclose(shifted.logits(z1, TAU, len(z1)), reference, atol=1e-3)
+
+
+def test_gaussian_share_is_the_softmax_mass_of_the_gaussian_columns():
+    # two rows, two in-batch columns then one Gaussian column: row 0 puts e^0 / (e^0 + e^0 + e^0) on it
+    logits = torch.tensor([[0.0, 0.0, 0.0], [math.log(3.0), 0.0, 0.0]])
+    assert math.isclose(gaussian_share(logits, 1).item(), (1 / 3 + 1 / 5) / 2, rel_tol=1e-6)
+    assert gaussian_share(logits, 0).item() == 0.0
+    z1, z2 = torch.randn(4, 8), torch.randn(4, 8)
+    gaussian = GaussianNegatives(count=12, generator=torch.Generator().manual_seed(1))
+    logits, targets = info_nce_logits(z1, z2, TAU, gaussian)
+    assert logits.shape == (4, 16) and torch.equal(targets, torch.arange(4))
+    share = gaussian_share(logits, 12).item()
+    assert 0.0 < share < 1.0
 
 
 def test_gaussian_settings_are_validated():

@@ -57,8 +57,9 @@ def test_a_seed_papers_model_trains_on_wiki1m_alone(tmp_path, monkeypatch, tiny_
 
 
 def test_the_paper_presets_train_the_seed_papers_models_as_their_papers_do():
-    """SimCSE (DESIGN.md §8): BERT-base batch 64 lr 3e-5, RoBERTa-base batch 512 lr 1e-5, length 32;
-    GS-InfoNCE: batch 64 on both, M = 3 × batch, µ 0, σ 1, λ 1."""
+    """As the released scripts train them (docs/method.md): SimCSE BERT-base batch 64 lr 3e-5 (RoBERTa-base
+    batch 512 lr 1e-5, its Appendix A), length 32, evaluated every 125 steps; GS-InfoNCE (gsInfoNCE/run.sh)
+    batch 64 on both, M = 192, µ 0, λ 1, BERT-base dropout 0.2 σ 0.5, RoBERTa-base dropout 0.1 σ 0.1."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -73,4 +74,6 @@ def test_the_paper_presets_train_the_seed_papers_models_as_their_papers_do():
         simcse, gs = presets[backbone].baselines["simcse"], presets[backbone].baselines["gs-infonce"]
         assert (simcse.batch_size, simcse.lr, simcse.max_length, simcse.epochs, simcse.gaussian.enabled) == (batch, lr, 32, 1, False)
         assert (gs.batch_size, gs.lr, gs.max_length) == (64, lr, 32)
-        assert (gs.gaussian.enabled, gs.gaussian.count, gs.gaussian.mean, gs.gaussian.std, gs.gaussian.weight) == (True, None, 0.0, 1.0, 1.0)
+        std, dropout = {"bert": (0.5, 0.2), "roberta": (0.1, 0.1)}[backbone]
+        assert (gs.gaussian.enabled, gs.gaussian.count, gs.gaussian.mean, gs.gaussian.std, gs.gaussian.weight) == (True, 192, 0.0, std, 1.0)
+        assert (gs.dropout, simcse.dropout, gs.eval_every, simcse.eval_every) == (dropout, 0.1, 125, 125)

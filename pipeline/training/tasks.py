@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -100,8 +101,12 @@ class SimCSETask(TrainingTask):
         else:
             anchors = model(batch[0]["input_ids"], batch[0]["attention_mask"]).pooler_output
             positives = model(batch[1]["input_ids"], batch[1]["attention_mask"]).pooler_output
-        loss = losses.info_nce(gather_with_grad(anchors), gather_with_grad(positives), self.temperature, self.gaussian)
-        return {"loss": loss}
+        anchors, positives = gather_with_grad(anchors), gather_with_grad(positives)
+        logits, targets = losses.info_nce_logits(anchors, positives, self.temperature, self.gaussian)
+        terms = {"loss": F.cross_entropy(logits, targets)}
+        if self.gaussian is not None:  # logged: how much of the denominator the Gaussian negatives hold
+            terms["gaussian_share"] = losses.gaussian_share(logits, logits.shape[1] - len(anchors))
+        return terms
 
     def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return model(input_ids, attention_mask).last_cls
