@@ -74,7 +74,9 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
     from pipeline.reporting.decidability import annotate, claim_details, gpu_hours_per_seed
     from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.inconsistencies import inconsistencies
-    from pipeline.reporting.report import TABLES, summary_line, write_reproduction, write_tables, write_training_figures
+    from pipeline.reporting.report import (
+        TABLES, gaussian_share, summary_line, write_reproduction, write_tables, write_training_figures,
+    )
     from pipeline.reporting.runs import recorded_environments
     from pipeline.reporting.seed_record import load_record
     from pipeline.reporting.tables import build_tables
@@ -91,5 +93,6 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
     own_numbers = inconsistencies(tables, Path(workspace_params["checkpoints"]["catalogue"]))
     claims_line = write_reproduction(verdicts, claims, workspace_params, environments, inconsistencies=own_numbers,
                                      details=claim_details(verdicts, tables, workspace_params["scale"]),
-                                     untrained_avg=source.workspace.value("backbone", "avg"))
+                                     untrained_avg=source.workspace.value("backbone", "avg"),
+                                     gaussian=gaussian_share(workspace_params))
     summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")

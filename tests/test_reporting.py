@@ -525,3 +525,22 @@ def test_rehearsal_tables_say_rehearsal_in_their_first_line_and_queue_the_rehear
     table = build_table(TABLES, "jtcse-sts-roberta", source_with({"joint": metrics(70.0)}, params))
     assert markdown(table).splitlines()[0].startswith("**REHEARSAL, NOT A RESULT: the paper preset of RoBERTa-base offline")
     assert row_of(table, "JTCSE").command == "dvc exp run --queue -S scale=rehearsal -S backbone=roberta -S train.cael=6"
+
+
+def test_the_gaussian_terms_share_is_read_from_the_gs_infonce_history(tmp_path):
+    from pipeline.reporting.report import gaussian_share
+
+    params = {"baselines": {"gs-infonce": {"gaussian": {"count": 48}, "dropout": 0.2}, "simcse": {"dropout": 0.1}}}
+    assert gaussian_share(params, tmp_path) is None  # no run
+    (tmp_path / "baseline-gs-infonce.csv").write_text("step,loss,lr\n1,0.5,1e-5\n")
+    assert gaussian_share(params, tmp_path) is None  # a run of a version that logged no share
+    (tmp_path / "baseline-gs-infonce.csv").write_text("step,gaussian_share,loss\n1,0.0001,0.5\n2,0.0003,0.4\n")
+    share = gaussian_share(params, tmp_path)
+    assert (share.count, share.steps) == (48, 2) and share.mean == pytest.approx(0.0002) and share.largest == 0.0003
+    line = share.line()
+    assert "M = 48" in line and "0.0200%" in line and "at most 0.0300%" in line
+    assert "too little to move the weights measurably" in line and "dropouts' (0.2 against 0.1)" in line
+    params["baselines"]["gs-infonce"]["dropout"] = 0.1
+    (tmp_path / "baseline-gs-infonce.csv").write_text("step,gaussian_share\n1,0.02\n")
+    line = gaussian_share(params, tmp_path).line()
+    assert "enough to steer the gradient" in line and "differ by this term alone" in line

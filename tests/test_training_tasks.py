@@ -127,3 +127,15 @@ def test_twin_and_distill_tasks_train_and_save(sentences, tmp_path):
     assert distilled.steps == 3 and np.isfinite(distilled.final_loss)
     assert all(not p.requires_grad for p in teacher.parameters())
     assert (tmp_path / "student" / "model.safetensors").is_file()
+
+
+def test_the_gs_infonce_task_logs_the_gaussian_share_of_its_loss(tmp_path, sentences):
+    tower = save_tiny_bert(tmp_path / "I", seed=1)
+    tokenizer = AutoTokenizer.from_pretrained(tower)
+    gaussian = losses.GaussianNegatives(count=24, generator=torch.Generator().manual_seed(0))
+    gs, plain = (SimCSETask(tower, tokenizer, 0.1, 0.05, noise, 24) for noise in (gaussian, None))
+    encoded = tokenizer(sentences[:8], padding=True, return_tensors="pt", truncation=True, max_length=24)
+    terms = gs.loss(gs.model, [dict(encoded)], step=1)
+    assert set(terms) == {"loss", "gaussian_share"} and 0.0 < terms["gaussian_share"].item() < 1.0
+    assert not terms["gaussian_share"].requires_grad  # logged, never trained on
+    assert set(plain.loss(plain.model, [dict(encoded)], step=1)) == {"loss"}

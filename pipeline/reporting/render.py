@@ -9,6 +9,7 @@ first line of every table (and of its LaTeX caption) states the scale its number
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -289,6 +290,7 @@ def own_numbers_section(inconsistencies: list[Inconsistency]) -> list[str]:
 def reproduction(
     verdicts: list[Verdict], params: dict, environments: dict[str, dict], default_epsilon: float, default_reason: str,
     inconsistencies: list[Inconsistency] | None = None, untrained_avg: float | None = None,
+    gaussian: GaussianShare | None = None,
 ) -> str:
     """reports/REPRODUCTION.md, its first screen the answer: the papers' claims counted by verdict (the
     project's questions apart), the forest plot and what this scale can say; then the claims grouped
@@ -298,7 +300,7 @@ def reproduction(
     lines = ["# Did it reproduce?", "", _counts_line("The papers' claims", papers), _counts_line("The project's own questions", questions), "",
              "![Every judged comparison: the difference with its pair-only interval (thin) and its pair + seed interval "
              "(thick), the margin or band shaded, the verdict as the colour](figures/claims.png)", ""]
-    lines += _scale_lines(params, untrained_avg) + [""]
+    lines += _scale_lines(params, untrained_avg) + ([gaussian.line()] if gaussian is not None else []) + [""]
     judged = [result for result in verdicts if result.verdict in (HOLDS, CONTRADICTED, INCONCLUSIVE, CONSISTENT)]
     lines += [f"Multiplicity: {len(judged)} verdicts were judged at 5% each; were no difference real, chance alone would "
               f"decide about {expected_by_chance(len(judged)):.1f} of them (no correction across claims: each is its own question).", ""]
@@ -322,6 +324,33 @@ def reproduction(
         lines += ["", "Queued experiments start with `dvc queue start`; `dvc repro report` renders them when they finish.", ""]
     lines += environment_section(environments)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+@dataclass(frozen=True)
+class GaussianShare:
+    """How much of GS-InfoNCE's InfoNCE denominator its Gaussian negatives held over a training run (the
+    logged `gaussian_share` of reports/training/baseline-gs-infonce.csv): the most of a step's gradient
+    they could steer, and so whether the term can have a measurable effect at this scale."""
+
+    count: int | None
+    mean: float
+    largest: float
+    steps: int
+    source: str
+    dropouts: tuple[float, float]  # GS-InfoNCE's, SimCSE's
+
+    NEGLIGIBLE = 0.01  # under 1% of every step's softmax mass
+
+    def line(self) -> str:
+        negatives = f"M = {self.count}" if self.count is not None else "M"
+        gs, simcse = self.dropouts
+        rest = (f"GS-InfoNCE − SimCSE here is their dropouts' ({gs:g} against {simcse:g})" if gs != simcse
+                else "GS-InfoNCE and SimCSE here differ by this term alone")
+        effect = (f"too little to move the weights measurably; {rest}" if self.largest < self.NEGLIGIBLE
+                  else f"enough to steer the gradient; {rest}")
+        return (f"- **GS-InfoNCE's Gaussian term**: its {negatives} negatives held {self.mean:.4%} of the InfoNCE "
+                f"denominator on average over the {self.steps} training steps (at most {self.largest:.4%}; {self.source}), "
+                f"the most of a step's gradient they steer: {effect}.")
 
 
 # The seed papers by file (../shared/seeds/README.md): the claims are grouped by the paper they quote.

@@ -9,6 +9,7 @@ from pathlib import Path
 import hashlib
 
 import numpy as np
+import pandas as pd
 
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
@@ -19,7 +20,7 @@ from pipeline.reporting.decidability import forest_rows
 from pipeline.reporting.figures import claims_forest_figure
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.inconsistencies import Inconsistency
-from pipeline.reporting.render import index, latex, markdown, numbers, reproduction
+from pipeline.reporting.render import GaussianShare, index, latex, markdown, numbers, reproduction
 from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
 
@@ -84,6 +85,21 @@ def write_training_figures(training: Path = TRAINING_REPORTS, folder: Path = FIG
     return write_figures(training_figures(training), folder)
 
 
+def gaussian_share(params: dict, training: Path = TRAINING_REPORTS) -> GaussianShare | None:
+    """The Gaussian negatives' logged share of baseline@gs-infonce's denominator (None: no such run or column)."""
+    history = training / "baseline-gs-infonce.csv"
+    if not history.is_file():
+        return None
+    shares = pd.read_csv(history).get("gaussian_share")
+    if shares is None or shares.dropna().empty:
+        return None
+    baselines = params["baselines"]
+    return GaussianShare(
+        baselines["gs-infonce"]["gaussian"]["count"], float(shares.mean()), float(shares.max()), int(shares.count()),
+        history.as_posix(), (baselines["gs-infonce"]["dropout"], baselines["simcse"]["dropout"]),
+    )
+
+
 def summary_line(tables: list[Table], folder: Path = TABLES) -> str:
     complete = sum(table.complete for table in tables)
     missing = sum(len(table.missing_rows) for table in tables)
@@ -143,13 +159,13 @@ def verdicts_headline(verdicts: list[Verdict]) -> dict[str, str]:
 def write_reproduction(
     verdicts: list[Verdict], claims: ClaimsFile, params: dict, environments: dict[str, dict],
     page: Path = REPRODUCTION_FILE, counts: Path = CLAIMS_METRICS, inconsistencies: list[Inconsistency] | None = None,
-    details: dict[str, dict] | None = None, untrained_avg: float | None = None,
+    details: dict[str, dict] | None = None, untrained_avg: float | None = None, gaussian: GaussianShare | None = None,
 ) -> str:
     """REPRODUCTION.md, the counts and each claim's verdict (claims.json: `by_claim` id → verdict, and
     `details`, every number behind each verdict: `decidability.claim_details`) and beside it the
     headline (verdicts.json, `verdicts_headline`); returns the summary line's part."""
     write_text_atomic(page, reproduction(verdicts, params, environments, claims.default_epsilon, claims.default_epsilon_reason,
-                                         inconsistencies, untrained_avg))
+                                         inconsistencies, untrained_avg, gaussian))
     tally = verdict_counts(verdicts)
     write_json_atomic(counts, tally | {"by_claim": {result.claim.id: result.verdict for result in verdicts}}
                       | ({"details": details} if details is not None else {}))
