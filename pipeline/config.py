@@ -68,7 +68,6 @@ class WikiSettings(Section):
 
 
 class DataSettings(Section):
-    mirror: str | None = Field(None, description="local mirror folder; null = canonical sources")
     wiki: WikiSettings = WikiSettings()
     add_sick: bool = True
     sick_splits: list[Literal[SICK_SPLITS]] = Field(  # type: ignore[valid-type]
@@ -357,7 +356,7 @@ class Params(Section):
         validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
         validate_loss_names(self.train.losses)
         validate_hub_endpoint(self.data.hub_endpoint)
-        validate_standin_hub(self.data.hub_endpoint, self.data.mirror, self.checkpoints.source)
+        validate_standin_hub(self.data.hub_endpoint, self.checkpoints.source)
         validate_baselines(list(self.baselines))
         gaussians = [("pretrain.gaussian", self.pretrain.gaussian), ("train.gaussian", self.train.gaussian)] + [
             (f"baselines.{name}.gaussian", baseline.gaussian) for name, baseline in self.baselines.items()

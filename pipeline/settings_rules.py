@@ -190,12 +190,10 @@ def validate_evaluated_models(
             raise PipelineError(f"{key}.{name} is trained by baselines.{name}, which params.yaml lacks; add it or drop {name}")
 
 
-def validate_standin_hub(endpoint: str | None, mirror: str | None, checkpoint_source: str) -> None:
-    """The stand-in hub serves the backbones only: the corpus and benchmarks must come from a mirror,
-    and the checkpoints stage's hub rows cannot be scored through it."""
+def validate_standin_hub(endpoint: str | None, checkpoint_source: str) -> None:
+    """The stand-in hub serves the backbones only: the checkpoints stage's hub rows cannot be scored through
+    it (and the download reads the corpus and benchmarks from a mirror: `pipeline.data.download`)."""
     if endpoint != STANDIN_HUB:
         return
-    if mirror is None:
-        raise PipelineError("data.hub_endpoint=standin serves only the backbones; set data.mirror to a local mirror folder")
     if checkpoint_source == "hub":
         raise PipelineError("data.hub_endpoint=standin serves no public checkpoint; set checkpoints.source: standin")

@@ -13,8 +13,8 @@ measured seconds (tools/gpu_hours.py, the computation docs/tables.md describes).
     bash scripts/gpu_check.sh --output $OUT/bench-gpu.json          # on the GPU machine (`. .gpu/setup.sh` first)
     bash scripts/gpu_check.sh --device cpu --output /tmp/gpu-check.json   # the CPU mode: tiny shapes, seconds (tests)
 
-It reads only the project and the data mirror (params.yaml's data.mirror: ../shared/data, which
-.gpu/setup.sh provides), and imports only what ../shared/gpu/prepare.sh's bundle brings (no dvc, no
+It reads only the project and the data mirror (PIPELINE_DATA_MIRROR, else the bundle's .gpu/data),
+and imports only what ../shared/gpu/prepare.sh's bundle brings (no dvc, no
 Hydra, no mteb). The JSON is rewritten (atomically) after each part, so a run stopped by its time
 limit keeps what it measured; `--budget-s` skips the throughput items that would start after it, and
 `--reuse EARLIER.json` takes the items an earlier run on the same GPU model measured, so a second run
@@ -127,16 +127,18 @@ def machine_record(device: torch.device) -> dict:
 # ---- inputs ------------------------------------------------------------------------------------------
 
 
-def mirror_folder() -> Path:
-    from pipeline.config import load_params
+GPU_BUNDLE_DATA = Path(".gpu/data")  # the data the GPU bundle carries (its prepare.sh)
 
-    mirror = load_params().data.mirror
-    if mirror is None:
-        raise PipelineError("params.yaml has no data.mirror: the GPU check reads the mirror (../shared/data, or .gpu/data "
-                            "through . .gpu/setup.sh)")
-    folder = paths.setting_path(mirror)
+
+def mirror_folder() -> Path:
+    """The data mirror PIPELINE_DATA_MIRROR names, else the GPU bundle's copy of it."""
+    from pipeline.data.sources import MIRROR_VARIABLE, configured_mirror
+
+    mirror = configured_mirror()
+    folder = mirror.root if mirror is not None else GPU_BUNDLE_DATA.resolve()
     if not (folder / "senteval").is_dir():
-        raise PipelineError(f"data mirror {folder} has no senteval/: run `. .gpu/setup.sh` (the bundle's data) first")
+        raise PipelineError(f"data mirror {folder} has no senteval/: set {MIRROR_VARIABLE} to a data mirror, or bring "
+                            f"the GPU bundle's {GPU_BUNDLE_DATA} (`. .gpu/setup.sh` first)")
     return folder
 
 

@@ -25,12 +25,12 @@ NAME = "bench"
 DEFAULT_BACKBONE = paths.BACKBONE
 
 
-def _with_mirror_fallback(path: Path, mirror: str | None, relative: str) -> Path:
-    """`path` when it exists, else the same data in the mirror folder (when one is set and has it;
-    a relative data.mirror is read against the workspace root, as the download stage reads it)."""
+def _with_mirror_fallback(path: Path, mirror: Path | None, relative: str) -> Path:
+    """`path` when it exists, else the same data in the data mirror (when PIPELINE_DATA_MIRROR names one
+    that has it; `configured_mirror` reads it as the download stage does)."""
     if path.exists() or mirror is None:
         return path
-    fallback = paths.setting_path(mirror) / relative
+    fallback = mirror / relative
     return fallback if fallback.exists() else path
 
 
@@ -56,13 +56,15 @@ def command(
     from tools.benchmark.scales import OPT_IN_SECTIONS, check_sections
     from pipeline.io import write_text_atomic
     from pipeline.errors import PipelineError
+    from pipeline.data.sources import configured_mirror
 
     settings = stage_params(params)
     if device not in DEVICES:
         raise PipelineError(f"--device {device} is not known; allowed: {', '.join(DEVICES)}")
     requested = scale or settings.scale
     grid = bench_scale(requested, quick)
-    mirror = settings.data.mirror
+    mirror = configured_mirror()
+    mirror = mirror.root if mirror is not None else None
     # data/backbone holds the configured scale's weights; for the other scale (the paper grid with the tiny
     # preset's MiniLM) the library times that scale's model instead, unless --backbone names one.
     configured = backbone if requested == settings.scale or backbone != DEFAULT_BACKBONE else None

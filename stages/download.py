@@ -1,7 +1,7 @@
 """Fetch the corpus, the STS benchmarks and the backbone weights.
 
-Reads the data and backbone settings; from the mirror folder (data.mirror) when set, else from the
-canonical sources (Hugging Face hub). Writes data/raw/corpus.txt, data/raw/senteval/,
+Reads the data and backbone settings; from the data mirror PIPELINE_DATA_MIRROR names when it is set,
+else from the canonical sources (Hugging Face hub). Writes data/raw/corpus.txt, data/raw/senteval/,
 data/raw/original/ (mirror only), data/backbone/ and data/uc/.
 """
 
@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from pipeline.data.download import download
+from pipeline.data.sources import configured_mirror
 from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "download"
@@ -18,7 +19,7 @@ NAME = "download"
 def command(params: Path = ParamsOption) -> None:
     settings = stage_params(params)
     started = time.perf_counter()
-    result = download(settings.data, settings.backbone, settings.seed)
+    result = download(settings.data, settings.backbone, settings.seed, configured_mirror())
     summary(
         NAME,
         f"corpus {result.corpus_sentences} sentences (wiki {result.wiki_sentences} + SICK {result.sick_sentences}, "

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MIRROR = (REPO_ROOT / ".." / "shared" / "data").resolve()
+# The data mirror the suite reads: PIPELINE_DATA_MIRROR (as the download stage reads it), else the lab's.
+MIRROR = Path(os.environ.get("PIPELINE_DATA_MIRROR") or REPO_ROOT / ".." / "shared" / "data").resolve()
 sys.path.insert(0, str(Path(__file__).parent))  # test helpers (hub_standin, ...)
 
 
@@ -29,6 +30,19 @@ def own_gpu_lease_folder(tmp_path_factory) -> Path:
         os.environ.pop("PIPELINE_LEASE_DIR", None)
     else:
         os.environ["PIPELINE_LEASE_DIR"] = previous
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_mirror_in_the_environment() -> Path:
+    """Every download in the suite, and every stage a test starts, reads the mirror (`configured_mirror`);
+    a test of the canonical path takes it out of the environment itself."""
+    previous = os.environ.get("PIPELINE_DATA_MIRROR")
+    os.environ["PIPELINE_DATA_MIRROR"] = str(MIRROR)
+    yield MIRROR
+    if previous is None:
+        del os.environ["PIPELINE_DATA_MIRROR"]
+    else:
+        os.environ["PIPELINE_DATA_MIRROR"] = previous
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +77,5 @@ def committed_text(path: str) -> str:
 
 @pytest.fixture
 def tiny_params_dict() -> dict:
-    """A fresh copy of the tiny preset (`tiny_preset`), mirror as an absolute path."""
-    raw = tiny_preset()
-    raw["data"]["mirror"] = str(MIRROR)
-    return raw
+    """A fresh copy of the tiny preset (`tiny_preset`)."""
+    return tiny_preset()

@@ -169,7 +169,7 @@ def _padded_tokens(lengths: list[int], batch_size: int) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def quick_run(backbone, sentences):
     raw = tiny_preset()
-    params = parse_params({**raw, "data": {**raw["data"], "mirror": str(MIRROR)}})
+    params = parse_params(raw)
     results = run_benchmarks(QUICK, params, device="cpu", backbone_dir=backbone, corpus=sentences, senteval=SENTEVAL,
                              show_progress=False)
     return params, results

@@ -99,7 +99,7 @@ def test_hydra_composition_matches_committed_params(tiny_params_dict):
     paper = parse_params(paper_bert)
     assert (paper.scale, paper.rtt.backend, paper.backbone.num_layers) == ("paper", "google", 12)
     assert (paper.towers["I"].lang, paper.towers["II"].lang) == ("fr", "ru")
-    assert paper.data.mirror is None and paper.data.wiki.limit is None
+    assert paper.data.wiki.limit is None
 
 
 def test_small_preset_composes_to_the_papers_batches_on_the_mirror():
@@ -110,7 +110,7 @@ def test_small_preset_composes_to_the_papers_batches_on_the_mirror():
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
         small = parse_params(OmegaConf.to_container(compose(config_name="config", overrides=["scale=small"]), resolve=True))
     assert (small.scale, small.device, small.rtt.backend) == ("small", "auto", "apertium")
-    assert small.data.mirror == "../shared/data" and small.data.wiki.limit is None
+    assert small.data.wiki.limit == 11913
     assert (small.pretrain.batch_size, small.pretrain.max_length, small.pretrain.max_steps) == (64, 32, None)
     assert (small.train.batch_size, small.train.max_length, small.train.max_steps) == (64, 64, None)
     assert small.eval.max_pairs is None and small.analysis.align_data == "all"

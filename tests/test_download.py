@@ -14,7 +14,7 @@ from pipeline.data.sources import Mirror
 from pipeline.io import atomic_path
 from pipeline.errors import PipelineError
 
-from conftest import REPO_ROOT
+from conftest import MIRROR, REPO_ROOT
 from hub_standin import hub_standin
 
 PINNED = "0123456789abcdef0123456789abcdef01234567"  # a commit the stand-in hub serves the data at
@@ -22,10 +22,10 @@ WIKI_URL_PATH = f"datasets/princeton-nlp/datasets-for-simcse/resolve/{PINNED}/wi
 SENTEVAL_URL_PATH = f"datasets/princeton-nlp/datasets-for-simcse/resolve/{PINNED}/senteval.tar"
 
 
-def download_params(params_dict: dict, root):
-    """`download` with the sections it reads from a params dict."""
+def download_params(params_dict: dict, root, mirror=MIRROR):
+    """`download` with the sections it reads from a params dict, from the data mirror (None: the canonical sources)."""
     settings = parse_params(params_dict)
-    return download(settings.data, settings.backbone, settings.seed, root)
+    return download(settings.data, settings.backbone, settings.seed, Mirror(mirror) if mirror else None, root)
 
 
 def _wiki_head(mirror, lines):
@@ -86,11 +86,11 @@ def _senteval_tar(mirror) -> bytes:
 def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirror, tiny_params_dict):
     wiki = "\n".join(_wiki_head(mirror, 40)) + "\n"
     files = {WIKI_URL_PATH: wiki.encode(), SENTEVAL_URL_PATH: _senteval_tar(mirror)}
-    tiny_params_dict["data"].update(mirror=None, add_sick=False, senteval_revision=PINNED)
+    tiny_params_dict["data"].update(add_sick=False, senteval_revision=PINNED)
     tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
     with hub_standin(files) as (endpoint, requested):
         tiny_params_dict["data"]["hub_endpoint"] = endpoint
-        summary = download_params(tiny_params_dict, tmp_path)
+        summary = download_params(tiny_params_dict, tmp_path, mirror=None)
     assert f"GET {WIKI_URL_PATH}" in requested and f"GET {SENTEVAL_URL_PATH}" in requested
     assert summary.source == "canonical sources"
     assert (tmp_path / "raw" / "corpus.txt").read_text().splitlines() == list(dict.fromkeys(wiki.splitlines()[:25]))
@@ -99,18 +99,20 @@ def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirr
 
 
 def test_offline_without_mirror_fails_with_one_clear_line(tmp_path, tiny_params_dict):
-    tiny_params_dict["data"]["mirror"] = None
+    """No data mirror and no network: one line naming both ways out."""
     tiny_params_dict["data"]["wiki"]["revision"] = PINNED
+    environment = {key: value for key, value in os.environ.items() if key != "PIPELINE_DATA_MIRROR"}
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(tiny_params_dict))
     result = subprocess.run(
         [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
         capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"},
+        env={**environment, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert "wiki1m_for_simcse.txt" in line and "data.mirror" in line and "reachable" in line
+    assert "wiki1m_for_simcse.txt" in line and "PIPELINE_DATA_MIRROR" in line and "reachable" in line
+    assert "from the canonical sources (PIPELINE_DATA_MIRROR is not set)" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "data" / "raw" / "corpus.txt").exists()
 
@@ -123,12 +125,13 @@ def test_non_utf8_bytes_in_the_mirrors_wiki1m_are_one_line_naming_file_and_line(
     wiki.write_bytes("one\ntwo\ncaf\xe9\nfour\n".encode("latin-1"))
     digest = hashlib.sha256(wiki.read_bytes()).hexdigest()  # the mirror vouches for the bytes: decoding is what fails
     (tmp_path / "mirror" / "SHA256SUMS").write_text(f"{digest}  ./wiki1m/wiki1m_for_simcse.head.txt\n")
-    tiny_params_dict["data"].update(mirror=str(tmp_path / "mirror"), wiki={"limit": 4})
+    tiny_params_dict["data"].update(wiki={"limit": 4})
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(tiny_params_dict))
     result = subprocess.run(
         [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PIPELINE_DATA_MIRROR": str(tmp_path / "mirror")},
     )
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and "UnicodeDecodeError" not in result.stderr
@@ -159,7 +162,7 @@ def test_a_mirror_that_cannot_be_verified_is_refused(tmp_path):
 def test_an_unpinned_hub_input_is_refused_before_any_request(tmp_path, mirror, tiny_params_dict, setting):
     """`main` moves with every upstream push: a hub input is fetched at a commit only, and a run that
     does not name one stops in one line before asking the hub anything."""
-    tiny_params_dict["data"].update(mirror=None, add_sick=False, senteval_revision=PINNED)
+    tiny_params_dict["data"].update(add_sick=False, senteval_revision=PINNED)
     tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
     key = "data.wiki.revision" if setting == "wiki" else "data.senteval_revision"
     if setting == "wiki":
@@ -169,7 +172,7 @@ def test_an_unpinned_hub_input_is_refused_before_any_request(tmp_path, mirror, t
     files = {WIKI_URL_PATH: b"a sentence\n", SENTEVAL_URL_PATH: _senteval_tar(mirror)}
     with hub_standin(files) as (endpoint, requested), pytest.raises(PipelineError, match=f"{key}='main'.*40-hex commit"):
         tiny_params_dict["data"]["hub_endpoint"] = endpoint
-        download_params(tiny_params_dict, tmp_path)
+        download_params(tiny_params_dict, tmp_path, mirror=None)
     unpinned_path = WIKI_URL_PATH if setting == "wiki" else SENTEVAL_URL_PATH
     assert not any(unpinned_path.replace(PINNED, "main") in request for request in requested)
     assert not (tmp_path / "raw" / "corpus.txt").exists()
@@ -178,7 +181,7 @@ def test_an_unpinned_hub_input_is_refused_before_any_request(tmp_path, mirror, t
 def test_a_download_that_does_not_match_the_hubs_checksum_is_refused(tmp_path, mirror, tiny_params_dict):
     """The bytes received are checked against the checksum the hub lists for them (its ETag): a
     damaged or substituted transfer is one line, exit 2, and nothing is written."""
-    tiny_params_dict["data"].update(mirror=None, add_sick=False, senteval_revision=PINNED)
+    tiny_params_dict["data"].update(add_sick=False, senteval_revision=PINNED)
     tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
     params_file = tmp_path / "params.yaml"
     files = {WIKI_URL_PATH: b"a sentence\n", SENTEVAL_URL_PATH: _senteval_tar(mirror)}
@@ -343,10 +346,11 @@ def test_standin_architectures_are_the_published_ones():
         assert (config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"], config["intermediate_size"]) == (768, 12, 12, 3072)
 
 
-def test_standin_hub_needs_a_mirror_and_standin_checkpoints(tiny_params_dict):
-    tiny_params_dict["data"].update(hub_endpoint="standin", mirror=None)
-    with pytest.raises(PipelineError, match="data.hub_endpoint=standin serves only the backbones; set data.mirror"):
-        parse_params(tiny_params_dict)
+def test_standin_hub_needs_a_mirror_and_standin_checkpoints(tmp_path, tiny_params_dict):
+    tiny_params_dict["data"].update(hub_endpoint="standin")
+    with pytest.raises(PipelineError, match="data.hub_endpoint=standin serves only the backbones; point PIPELINE_DATA_MIRROR"):
+        download_params(tiny_params_dict, tmp_path, mirror=None)
+    assert not (tmp_path / "raw").exists()
 
 
 def test_standin_models_of_one_architecture_get_different_weights(tmp_path, monkeypatch):
@@ -364,3 +368,19 @@ def test_standin_models_of_one_architecture_get_different_weights(tmp_path, monk
     backbone = load_file(tmp_path / "bert-base-uncased" / "model.safetensors")
     uc = load_file(tmp_path / "ffgcc--InfoCSE-bert-base" / "model.safetensors")
     assert not backbone["embeddings.word_embeddings.weight"].equal(uc["embeddings.word_embeddings.weight"])
+
+
+def test_the_mirror_is_an_environment_choice_logged_in_one_line(tmp_path, mirror, caplog):
+    """PIPELINE_DATA_MIRROR names the mirror (a relative one against the workspace root); unset, the
+    canonical sources; a path that is no folder is one line naming the variable and both ways out."""
+    from pipeline.data.sources import configured_mirror
+
+    with caplog.at_level("INFO", logger="pipeline.data.sources"):
+        assert configured_mirror({}) is None
+        assert configured_mirror({"PIPELINE_DATA_MIRROR": str(mirror)}).root == mirror
+    assert [record.getMessage() for record in caplog.records] == [
+        "data: from the canonical sources (PIPELINE_DATA_MIRROR is not set)",
+        f"data: from the mirror {mirror} (PIPELINE_DATA_MIRROR)",
+    ]
+    with pytest.raises(PipelineError, match=r"PIPELINE_DATA_MIRROR='.*nowhere' is not a folder; point .* or unset it"):
+        configured_mirror({"PIPELINE_DATA_MIRROR": str(tmp_path / "nowhere")})

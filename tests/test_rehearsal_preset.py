@@ -11,7 +11,7 @@ from conftest import REPO_ROOT
 # What the offline CPU cannot provide (each key's reason is its comment in conf/scale/rehearsal.yaml).
 REHEARSAL_OVERRIDES = {
     "scale",
-    "data.mirror", "data.wiki.limit", "data.hub_endpoint",
+    "data.wiki.limit", "data.hub_endpoint",
     "rtt.endpoint",
     "pretrain.precision", "train.activation_checkpointing",
     "pretrain.max_steps", "train.max_steps", "distill.teachers.joint.max_steps", "distill.teachers.uc.max_steps",

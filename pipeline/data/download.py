@@ -21,11 +21,12 @@ from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
 from pipeline.data.readers import first_non_utf8_line, read_sick
-from pipeline.data.sources import PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, require_pinned
+from pipeline.data.sources import (
+    MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, require_pinned,
+)
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline import paths
-from pipeline.paths import setting_path
 from pipeline.settings_rules import STANDIN_HUB
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path) -> Path
         raise PipelineError(
             f"data.wiki.limit={limit}: the mirror {mirror.root} holds only the first {available} lines of Wiki1M "
             f"({WIKI_SAMPLE}); set data.wiki.limit to at most {available}, add the full {WIKI_FULL} to the mirror, "
-            "or set data.mirror: null to download it"
+            f"or unset {MIRROR_VARIABLE} to download it"
         )
     return sample
 
@@ -160,22 +161,18 @@ def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, cor
             yield endpoint
 
 
-def download(data: DataSettings, backbone: BackboneSettings, seed: int, data_root: Path = paths.DATA) -> DownloadSummary:
+def download(
+    data: DataSettings, backbone: BackboneSettings, seed: int, mirror: Mirror | None, data_root: Path = paths.DATA,
+) -> DownloadSummary:
     """Fetch everything into the layout of `pipeline.paths`, under `data_root` instead of data/ when given
-    (the `data` and `backbone` sections; `seed` builds the rehearsal's stand-in backbones)."""
+    (the `data` and `backbone` sections; `seed` builds the rehearsal's stand-in backbones), from `mirror`
+    (`configured_mirror()`) or, when None, the canonical sources."""
 
     def at(path: Path) -> Path:
         return data_root / path.relative_to(paths.DATA)
 
-    mirror = None
-    if data.mirror is not None:
-        mirror_root = setting_path(data.mirror)  # a queued experiment's copy reads the same mirror
-        if not mirror_root.is_dir():
-            raise PipelineError(
-                f"data.mirror={data.mirror!r} is not a folder; point it at a mirror laid out like "
-                "../shared/data, or set data.mirror: null to download from the canonical sources"
-            )
-        mirror = Mirror(mirror_root)
+    if data.hub_endpoint == STANDIN_HUB and mirror is None:
+        raise PipelineError(f"data.hub_endpoint=standin serves only the backbones; {MIRROR_HINT} for the corpus and benchmarks")
     raw, senteval = at(paths.RAW), at(paths.SENTEVAL)
     raw.mkdir(parents=True, exist_ok=True)
     with scratch_directory(raw) as scratch:

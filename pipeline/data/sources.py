@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
+import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256_of
+from pipeline.paths import setting_path
+
+log = logging.getLogger(__name__)
+
+# Where the data comes from is no setting of the results: the download verifies every file by its
+# checksum, so a mirror and the canonical sources give the same outputs. An environment choice, then.
+MIRROR_VARIABLE = "PIPELINE_DATA_MIRROR"
+MIRROR_HINT = (f"point {MIRROR_VARIABLE} at a data mirror (a folder laid out like the canonical downloads, with "
+               "SHA256SUMS; docs/reproducing.md, \"The data\")")
 
 PACKAGE_PREFIX = "package:"
 CONFIG_FILE = "config.json"
@@ -33,7 +45,8 @@ BACKBONE_FILES = (CONFIG_FILE, WEIGHTS_FILE, *TOKENIZER_FILES)
 
 
 class Mirror:
-    """A local folder laid out like ../shared/data, with a SHA256SUMS file listing its files. Every
+    """A local folder laid out like the canonical downloads (senteval/, wiki1m/, and raw/ for the original
+    releases), with a SHA256SUMS file listing its files. Every
     file read from it is verified: a mirror without SHA256SUMS, or a file it does not list, is refused
     (an unverified copy would enter the outputs unnoticed)."""
 
@@ -46,7 +59,7 @@ class Mirror:
         if not path.is_file():
             raise PipelineError(
                 f"mirror {path.parent} has no SHA256SUMS, so none of its files can be verified; "
-                "add one (`sha256sum` of every file, paths relative to the mirror) or set data.mirror: null"
+                f"add one (`sha256sum` of every file, paths relative to the mirror) or unset {MIRROR_VARIABLE}"
             )
         checksums = {}
         for number, line in enumerate(path.read_text().splitlines(), start=1):
@@ -61,7 +74,7 @@ class Mirror:
         """The mirrored file, verified against SHA256SUMS."""
         path = self.root / relative
         if not path.is_file():
-            raise PipelineError(f"mirror {self.root} has no {relative}; complete the mirror or set data.mirror: null")
+            raise PipelineError(f"mirror {self.root} has no {relative}; complete the mirror or unset {MIRROR_VARIABLE}")
         expected = self.checksums.get(relative)
         if expected is None:
             raise PipelineError(
@@ -79,7 +92,7 @@ class Mirror:
         """Copy a mirrored folder (each listed file checksum-verified); returns the file count."""
         source = self.root / relative
         if not source.is_dir():
-            raise PipelineError(f"mirror {self.root} has no folder {relative}; complete the mirror or set data.mirror: null")
+            raise PipelineError(f"mirror {self.root} has no folder {relative}; complete the mirror or unset {MIRROR_VARIABLE}")
         count = 0
         with atomic_directory(destination) as temporary:
             for path in sorted(source.rglob("*")):
@@ -91,11 +104,26 @@ class Mirror:
         return count
 
 
+def configured_mirror(environ: Mapping[str, str] = os.environ) -> Mirror | None:
+    """The data mirror `PIPELINE_DATA_MIRROR` names (a relative path is read against the workspace root,
+    so a queued experiment's copy reads the same folder); unset or empty: the canonical sources. Logs
+    which, in one line."""
+    value = environ.get(MIRROR_VARIABLE, "").strip()
+    if not value:
+        log.info("data: from the canonical sources (%s is not set)", MIRROR_VARIABLE)
+        return None
+    root = setting_path(value)
+    if not root.is_dir():
+        raise PipelineError(f"{MIRROR_VARIABLE}={value!r} is not a folder; {MIRROR_HINT}, or unset it to download "
+                            "from the canonical sources")
+    log.info("data: from the mirror %s (%s)", root, MIRROR_VARIABLE)
+    return Mirror(root)
+
+
 def unreachable(what: str, where: str, reason: object) -> PipelineError:
     return PipelineError(
         f"could not fetch {what} from {where} ({str(reason).splitlines()[0] if str(reason) else type(reason).__name__}); "
-        "either set data.mirror to a local mirror folder laid out like ../shared/data, "
-        "or run where that source is reachable"
+        f"either run where that source is reachable, or {MIRROR_HINT}"
     )
 
 
@@ -106,7 +134,7 @@ def require_pinned(repo_id: str, revision: str | None, setting: str) -> str:
         raise PipelineError(
             f"{setting}={revision!r}: {repo_id} is fetched from the hub at a pinned commit only; set {setting} to the "
             f"40-hex commit to use (`python -c \"from huggingface_hub import HfApi; print(HfApi().repo_info('{repo_id}').sha)\"` "
-            "prints the newest), or read it from a mirror (data.mirror)"
+            f"prints the newest), or read it from a mirror ({MIRROR_VARIABLE})"
         )
     return revision
 

@@ -35,7 +35,7 @@ SEED_NOISE = REPORTS / "seed_noise.json"
 # varies within an arm; threads, device and the evaluator's batching change only the last bits (as a
 # seed does, and far less); the mirror and hub are places the same verified bytes come from.
 SETTINGS_NOT_CHANGING_RESULTS = (
-    "seed", "threads", "device", "data.mirror", "data.hub_endpoint", "rtt.workers", "rtt.endpoint", "eval.token_budget",
+    "seed", "threads", "device", "data.hub_endpoint", "rtt.workers", "rtt.endpoint", "eval.token_budget",
 )  # fmt: skip
 
 
