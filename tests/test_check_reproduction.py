@@ -183,6 +183,24 @@ def test_another_cpu_within_a_tenth_of_every_half_width_is_equivalent(project):
             "STS12.subsets.SMTnews") in result.stdout
 
 
+def test_the_cpus_features_differ_as_two_sets_one_line_each(project):
+    """Another CPU's feature list reads as what only one machine has, not as lists compared position by position."""
+    def run_on(features, capability):
+        for path in ("reports/metrics/details/joint.json", "reports/training/details/joint.json"):
+            edit(project, path, lambda record: record["environment"]["cpu"].update(features=features, capability=capability))
+
+    run_on(["avx", "avx2", "avx512f", "amx_bf16"], "AVX512")
+    git(project, "-c", "user.name=ci", "-c", "user.email=ci@example.org", "commit", "-qam", "the committed run, with AMX")
+    run_on(["avx", "avx2", "fma"], "AVX2")
+    retrain(project)
+    lines = [line for line in check(project).stdout.splitlines() if line.startswith("machine differs")]
+    assert lines == [
+        "machine differs: cpu.capability: 'AVX2' here vs 'AVX512' in the committed run (reports/training/details/joint.json)",
+        "machine differs: cpu.features: only here: fma; only in the committed run: amx_bf16, avx512f "
+        "(reports/training/details/joint.json)",
+    ]
+
+
 def test_another_cpu_that_moves_a_score_too_far_is_not_reproduced(project):
     another_machine(project)
     edit(project, "reports/metrics/details/joint.json", lambda d: d["STS12"]["subsets"].update(MSRpar=39.45))  # 1/6

@@ -28,6 +28,11 @@ def download_params(params_dict: dict, root, mirror=MIRROR):
     return download(settings.data, settings.backbone, settings.seed, Mirror(mirror) if mirror else None, root)
 
 
+def without_mirror() -> dict[str, str]:
+    """The environment of a stage that downloads from the canonical sources."""
+    return {key: value for key, value in os.environ.items() if key != "PIPELINE_DATA_MIRROR"}
+
+
 def _wiki_head(mirror, lines):
     with (mirror / "wiki1m" / "wiki1m_for_simcse.head.txt").open(encoding="utf-8") as handle:
         return [next(handle).rstrip("\n") for _ in range(lines)]
@@ -101,7 +106,7 @@ def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirr
 def test_offline_without_mirror_fails_with_one_clear_line(tmp_path, tiny_params_dict):
     """No data mirror and no network: one line naming both ways out."""
     tiny_params_dict["data"]["wiki"]["revision"] = PINNED
-    environment = {key: value for key, value in os.environ.items() if key != "PIPELINE_DATA_MIRROR"}
+    environment = without_mirror()
     params_file = tmp_path / "params.yaml"
     params_file.write_text(yaml.safe_dump(tiny_params_dict))
     result = subprocess.run(
@@ -190,7 +195,7 @@ def test_a_download_that_does_not_match_the_hubs_checksum_is_refused(tmp_path, m
         params_file.write_text(yaml.safe_dump(tiny_params_dict))
         result = subprocess.run(
             [sys.executable, "-m", "stages", "download", "--params", str(params_file)],
-            capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            capture_output=True, text=True, cwd=tmp_path, env={**without_mirror(), "PYTHONPATH": str(REPO_ROOT)},
         )
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -217,27 +218,37 @@ def input_differences(expected: Revision, actual: Revision, expected_stages: dic
     return differences
 
 
-def environment_differences(expected: Revision, actual: Revision, keys: tuple[str, ...] | None = None) -> dict[str, str]:
+def environment_differences(expected: Revision, actual: Revision, keys: tuple[str, ...] | None = None) -> dict[str, list[str]]:
     """Each field of the environment records (`keys`, else every field but the versions, which are inputs)
-    that differs from the committed run's, the first record it differs in: a field holding a dict (the CPU)
-    is compared leaf by leaf, and only the leaves that differ are named."""
+    that differs from the committed run's, in the first record it differs in: one line per leaf that
+    differs (a field holding a dict, the CPU, is compared leaf by leaf), a list as two sets (`fact_line`)."""
     then, now = records(expected), records(actual)
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     for path, environment in then.items():
         current = now.get(path, {})
         for key in keys or [key for key in environment.keys() | current.keys() if key != "versions"]:
             if key in found or current.get(key) == environment.get(key):
                 continue
-            before, after = dotted_leaves(environment.get(key), f"{key}.", into_lists=True), dotted_leaves(current.get(key), f"{key}.", into_lists=True)
+            before, after = dotted_leaves(environment.get(key), f"{key}."), dotted_leaves(current.get(key), f"{key}.")
             leaves = [leaf for leaf in sorted(before.keys() | after.keys()) if before.get(leaf) != after.get(leaf)]
-            found[key] = "; ".join(f"{leaf.rstrip('.')}: {after.get(leaf)!r} here vs {before.get(leaf)!r} in the "
-                                   f"committed run" for leaf in leaves) + f" ({path})"
+            found[key] = [f"{fact_line(leaf.rstrip('.'), before.get(leaf), after.get(leaf))} ({path})" for leaf in leaves]
     return dict(sorted(found.items()))
 
 
+def fact_line(name: str, committed: Any, here: Any) -> str:
+    """One machine fact that differs: a list (the CPU's features) as what only one side has, a scalar as both values."""
+    if isinstance(committed, list) and isinstance(here, list):
+        only_here = sorted(set(map(str, here)) - set(map(str, committed)))
+        only_there = sorted(set(map(str, committed)) - set(map(str, here)))
+        parts = ([f"only here: {', '.join(only_here)}"] if only_here else []) + (
+            [f"only in the committed run: {', '.join(only_there)}"] if only_there else [])
+        return f"{name}: {'; '.join(parts) or 'the same, in another order'}"
+    return f"{name}: {here!r} here vs {committed!r} in the committed run"
+
+
 def machine_differences(expected: Revision, actual: Revision) -> list[str]:
-    """The machine facts (`MACHINE_FACTS`) of this run's records that differ from the committed run's."""
-    return list(environment_differences(expected, actual, MACHINE_FACTS).values())
+    """The machine facts (`MACHINE_FACTS`) of this run's records that differ from the committed run's, one line each."""
+    return [line for lines in environment_differences(expected, actual, MACHINE_FACTS).values() for line in lines]
 
 
 def differing_by_stage(differing: list[tuple[str, str]]) -> str:
@@ -363,7 +374,7 @@ def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_
         # the machine facts equal and yet the outputs differ: what else the records say differs (data read,
         # settings as resolved) is where to look
         others = environment_differences(expected, actual)
-        check.lines += [f"record differs (not a machine fact): {line}" for line in others.values()]
+        check.lines += [f"record differs (not a machine fact): {line}" for lines in others.values() for line in lines]
 
     compare_results(expected, actual, fraction, check, exact=not differing)
     if differing and not machine:
