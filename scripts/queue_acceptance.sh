@@ -12,8 +12,7 @@
 #
 # Default work folder: ../queue-acceptance beside this checkout, where it clones this checkout and
 # runs `dvc repro` first; or give a clone of it that already ran `dvc repro` (e.g. the bench's
-# `--clone-dir`). A clone sits beside this checkout so that the tiny preset's data.mirror
-# (../shared/data) holds.
+# `--clone-dir`). The clone reads the data mirror PIPELINE_DATA_MIRROR names, as any `dvc repro` does.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mkdir -p "${1:-$repo/../queue-acceptance}" && cd "${1:-$repo/../queue-acceptance}" && pwd)

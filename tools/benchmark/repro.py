@@ -7,8 +7,8 @@ kept afterwards (to look at, or to rerun a stage), lists the stages of dvc.yaml 
 the clone, each timed: wall seconds and CPU seconds (user + system of the whole process tree, from
 `resource.getrusage(RUSAGE_CHILDREN)`). The clone runs with this interpreter's environment (the
 current virtual environment first on PATH): setup — creating the environment, installing packages,
-fetching the data mirror — is excluded. A relative `data.mirror` is read against the clone, so put
-the clone beside the repository (`--clone-dir ../bench-clone`) for `../shared/data` to resolve.
+fetching the data — is excluded; the clone reads the data mirror this environment names
+(PIPELINE_DATA_MIRROR), as any `dvc repro` does.
 
 Not part of the default benchmark run (it runs the whole pipeline): `python -m stages bench
 --section pipeline --clone-dir DIR`.
