@@ -57,7 +57,7 @@ def test_a_seed_papers_model_trains_on_wiki1m_alone(tmp_path, monkeypatch, tiny_
 
 
 def test_the_paper_presets_train_the_seed_papers_models_as_their_papers_do():
-    """SimCSE (DESIGN.md §8): BERT-base batch 64 lr 3e-5, RoBERTa-base batch 512 lr 1e-5, length 32;
+    """SimCSE (its paper; docs/method.md, the seed papers' models): BERT-base batch 64 lr 3e-5, RoBERTa-base batch 512 lr 1e-5, length 32;
     GS-InfoNCE: batch 64 on both, M = 3 × batch, µ 0, σ 1, λ 1."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
