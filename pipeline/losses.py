@@ -12,7 +12,7 @@ rows it is given.
 
 Readings of the equations, where the papers leave room (see also docs/method.md):
 - Tensor-norm loss (TNCSE Eq. 6, JTCSE Eq. 13): the papers write the cosine factor as
-  sim(h_I^L, h_II^L) in both directions; we read it, as DESIGN.md does, as the cosine of the same
+  sim(h_I^L, h_II^L) in both directions; we read it (docs/method.md, "Readings we chose") as the cosine of the same
   pair the norm term compares, cos(h_i^L[2k], h_j^L[2k+1]). The factor −log(cos) is not detached
   (neither paper mentions a stop-gradient), so the loss also trains h^L. A cosine ≤ 0 becomes the
   constant 1e-4 (no gradient through it); cosines in (0, 1e-4) are kept. Each direction is

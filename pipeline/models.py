@@ -1,7 +1,7 @@
 """The pipeline's models: one weighted-towers type and the registry of every model by name.
 
 A model is `WeightedTowers`: saved model folders whose last-layer [CLS] embeddings are summed with
-weights (DESIGN.md §2 and §5, Inference). Evaluation, the distillation teachers, analysis, the
+weights (docs/architecture.md; docs/method.md, "Equation ↔ code": inference). Evaluation, the distillation teachers, analysis, the
 report's row names and the `evaluate` foreach of dvc.yaml (through `models` in params.yaml,
 checked against `evaluated_model_folders()` at load) all read this one registry; the lists of
 models in dvc.yaml (analyze's deps and outs, the plots) are checked against it by tests/test_models.py.

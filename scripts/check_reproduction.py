@@ -1,7 +1,7 @@
 """Did this run reproduce the committed results? For CI, after `dvc repro` on a fresh clone.
 
-Prints one of three verdicts (tools/reproduction.py; the rule: docs/method.md, "Reproducing the
-committed results") and exits 0 on the first two:
+Prints one of three verdicts (tools/reproduction.py; the rule: docs/reproducing.md, "Did it
+reproduce?") and exits 0 on the first two:
 - identical: every output of dvc.lock has the committed hash (required where the machine facts of the
   environment records — CPU, microarchitecture, vector ISA, caches, logical CPUs, GPU, threads, world size —
   are the committed run's);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Refresh the locks from pyproject.toml: requirements/cpu.txt and requirements/cuda.txt, every package
 # at the newest version the registries serve today within pyproject.toml's bounds, with its hashes.
-# After a refresh, regenerate the committed results from a fresh clone in the same commit (README).
+# After a refresh, regenerate the committed results from a fresh clone in the same commit (docs/reproducing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

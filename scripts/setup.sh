@@ -16,7 +16,7 @@ if ! dpkg -s $debian_packages >/dev/null 2>&1; then
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
-# The locked environment (README, "The locked environment"): every package at the version and hash
+# The locked environment (docs/reproducing.md, "The locked environment"): every package at the version and hash
 # of the lock, so `pip freeze` equals it and a clone installs what the committed results were made
 # with, whatever the registry serves today. TORCH_BUILD=cuda takes the CUDA build of the same torch.
 lock=requirements/${TORCH_BUILD:-cpu}.txt

@@ -1,4 +1,4 @@
-"""The `python -m stages` command: one sub-command per DVC stage of DESIGN.md §2.
+"""The `python -m stages` command: one sub-command per DVC stage (docs/architecture.md).
 
 Stages that run a model first lease their GPU (`pipeline.execution.lease`); the training stages may spread
 over several processes (`PIPELINE_NPROC`, `pipeline.execution.launch`). Both are how a stage runs, not what

@@ -43,7 +43,7 @@ def stage(function: Callable) -> Callable:
     """Wrap a stage command, which takes its settings file as `params: Path = ParamsOption`: a
     PipelineError becomes one line on stderr and exit code 2, and so does a settings file that
     changed while the stage ran (`params_unchanged_while_running`); a finished stage prints its wall
-    time, CPU seconds and peak memory (the rehearsal's per-stage record, README)."""
+    time, CPU seconds and peak memory (the rehearsal's per-stage record, docs/scaling.md)."""
     signature = inspect.signature(function)
     assert "params" in signature.parameters, f"stage command {function.__name__} takes no `params` file"
 

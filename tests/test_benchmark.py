@@ -1,6 +1,6 @@
 """The bench stage's library: the released-code baseline equals the pipeline's losses, the whole
 run returns finite numbers under the expected keys, its counts equal counts made independently
-here, its ratios are the ratios of its timings, the README's figures are rendered from the JSON,
+here, its ratios are the ratios of its timings, the figures of docs/benchmarks.md are rendered from the JSON,
 and the stage writes its JSON. No assertions on speed: the numbers depend on the machine."""
 
 import json
@@ -263,7 +263,7 @@ def test_evaluation_counts_the_tokens_each_batching_feeds(quick_run, backbone):
 
 def test_the_readme_figures_are_rendered_from_the_committed_json():
     results = json.loads(committed_text("reports/bench.json"))  # a later `dvc repro` may have rewritten the workspace's
-    assert readme_block(committed_text("README.md")) == render_readme_section(results)
+    assert readme_block(committed_text("docs/benchmarks.md")) == render_readme_section(results)
     changed = json.loads(json.dumps(results))
     changed["joint_padding"]["speedup"] = 9.876
     assert "**9.88×**" in render_readme_section(changed) and "**9.88×**" not in render_readme_section(results)

@@ -1,4 +1,4 @@
-"""Bootstrap intervals of the STS scores (pipeline.evaluation.bootstrap, DESIGN.md §10)."""
+"""Bootstrap intervals of the STS scores (pipeline.evaluation.bootstrap; docs/method.md, "Evaluation")."""
 
 from __future__ import annotations
 

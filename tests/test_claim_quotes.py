@@ -1,4 +1,4 @@
-"""Every claim's quote is in its seed paper (../shared/seeds/), as claims.yaml says (DESIGN.md §10).
+"""Every claim's quote is in its seed paper (../shared/seeds/), as claims.yaml says (docs/method.md, "Claims and verdicts").
 
 The seeds are text extractions: lines break mid-sentence, words are hyphenated at line ends and quotes
 are typographic, so both sides are normalised (pipeline/reporting/quotes.py). ' … ' in a quote elides.

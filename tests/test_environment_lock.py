@@ -40,7 +40,7 @@ def test_the_lock_pins_every_dependency_of_pyproject_with_hashes(build):
     lock = read_lock(LOCKS[build])
     for requirement in declared():
         name = canonicalize_name(requirement.name)
-        assert name in lock, f"{LOCKS[build].name} has no {name}: refresh the lock (README)"
+        assert name in lock, f"{LOCKS[build].name} has no {name}: refresh the lock (docs/reproducing.md)"
         assert requirement.specifier.contains(Version(lock[name][0]), prereleases=True), (
             f"{LOCKS[build].name} pins {name}=={lock[name][0]}, outside pyproject.toml's {requirement}"
         )

@@ -1,4 +1,4 @@
-"""Many machines, one report (issue 29): the recipe of README "Scaling out" on a toy DVC project with
+"""Many machines, one report (issue 29): the recipe of docs/scaling.md "Past one GPU" on a toy DVC project with
 a local bare git remote and a local-folder DVC remote. Two clones (two machines, or two jobs of a
 Slurm array) each run one experiment and `dvc exp push` it (git refs, and the trained output to the
 DVC remote); a third clone `dvc exp pull`s both, sees both rows, and gets a trained output without

@@ -1,5 +1,5 @@
-"""Did a run reproduce the committed results? Three verdicts (docs/method.md, "Reproducing the committed
-results"; DESIGN.md §9):
+"""Did a run reproduce the committed results? Three verdicts (docs/reproducing.md, "Did it
+reproduce?"):
 
 - **not reproduced (inputs differ)**: the code, data, params or locked packages differ from the committed
   run's — never "equivalent", whatever the numbers say;

@@ -1,4 +1,4 @@
-"""Bootstrap uncertainty of STS scores (DESIGN.md §10).
+"""Bootstrap uncertainty of STS scores (docs/method.md, "Evaluation: intervals and capped pairs").
 
 The files it writes (the report's claims read them; `intervals.py` pairs them):
 
@@ -10,7 +10,7 @@ The files it writes (the report's claims read them; `intervals.py` pairs them):
     {"resamples": int, "seed": int, "indices": "<sha256>", "scores": {"<task>": [float × resamples], ..., "avg": [...]}}
   Two models' files pair only when their "indices" are equal (same seed, same pairs).
 
-What it computes (DESIGN.md §10, "every STS number has an interval"): `eval.bootstrap` resamples
+What it computes (every STS number has an interval): `eval.bootstrap` resamples
 of each task's test pairs, drawn with replacement and seeded with the run's `seed`:
 - STS12–16 are resampled WITHIN EACH SUBSET (stratified: every subset keeps its size) and the score
   the table shows is recomputed, the "all" Spearman over the resampled subsets concatenated

@@ -1,4 +1,4 @@
-"""Percentile intervals of bootstrap samples, alone and paired (DESIGN.md §10).
+"""Percentile intervals of bootstrap samples, alone and paired (docs/method.md, "Evaluation").
 
 Apart from `bootstrap.py` (which computes the resamples with the evaluator) so that reading stored
 resamples — the report's claims — needs neither the evaluator nor torch.

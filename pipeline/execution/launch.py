@@ -1,5 +1,5 @@
 """A stage across a machine's devices: the glue between `PIPELINE_NPROC`, the GPU lease and torch's
-launcher (DESIGN §11).
+launcher (docs/scaling.md, "Past one GPU").
 
 `run_on_devices` is what the `python -m stages` entry runs around a model stage. Unless the process
 is already a rank of a launch (LOCAL_RANK is set: started by this launcher or by `torchrun`), it

@@ -139,7 +139,7 @@ def apply_threads(threads: int) -> None:
 
 
 def seed_everything(seed: int) -> None:
-    """Same seed, same machine, same thread count → same weights (DESIGN §9). CPU kernels are
+    """Same seed, same machine, same thread count → same weights (docs/reproducing.md). CPU kernels are
     deterministic for a fixed thread count, which every stage fixes first (`apply_threads`, the
     `threads` setting; logged here); the flag below makes CUDA pick deterministic kernels too
     (cuBLAS needs its workspace setting for that), warning where an op has none."""

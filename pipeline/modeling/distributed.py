@@ -29,7 +29,7 @@ keeps the stock modules untouched.
 
 On CUDA the stock one-GPU path draws its attention-probability masks inside the fused SDPA
 kernels, which no slice reproduces: there N GPUs equal one GPU in every dropout but that one
-(README, "Scaling out").
+(docs/scaling.md, "Past one GPU").
 """
 
 from __future__ import annotations

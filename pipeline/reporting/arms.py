@@ -1,6 +1,6 @@
 """A claim's subject as an arm: one number per training seed, and the noise of the numbers it lacks.
 
-An arm is every finished run of the subject's settings, the training seed aside (DESIGN §10). A
+An arm is every finished run of the subject's settings, the training seed aside (docs/method.md, "Claims and verdicts"). A
 fresh clone has no DVC experiments, so its arms come from the committed seed record
 (`pipeline.reporting.seed_record`) when the record was made with the run's settings and holds the
 run's own number at its seed; otherwise the arm is the one run found. The pair noise, τ², comes from

@@ -3,7 +3,7 @@
 A preset with a `title` is one of the papers' backbones (BERT-base, RoBERTa-base): tables and claims
 name it as their backbone. A preset that `stands_in_for` one of them (MiniLM for BERT-base) is a
 smaller scale's stand-in: a run on it judges the claims of the backbone it stands in for, and no
-other backbone's (DESIGN.md §10).
+other backbone's (docs/method.md, "Claims and verdicts").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The papers' claims and the project's own questions as data (`claims.yaml`), and their verdicts
-against our runs (DESIGN.md §10).
+against our runs (docs/method.md, "Claims and verdicts").
 
 Each claim kind is one class that validates itself, judges itself (`judge`) and renders itself
 (`ours_text`, `paper_text`); `Claim` is their union, and a new kind is one more class in it.

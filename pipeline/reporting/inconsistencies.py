@@ -5,7 +5,7 @@ its table does not give (tables.yaml `stated_numbers`), and the inconsistencies 
 transcribed rows finds (READ_IN_THE_SEEDS: one table against another, a text against its table, the two
 papers against each other), each with the seed sentence or cells it rests on. Each inconsistency is
 listed once: a stated number that is a misprinted average's row against the mean of its cells is cited on
-that row's line. REPRODUCTION.md lists them (DESIGN.md §10)."""
+that row's line. REPRODUCTION.md lists them (docs/method.md, "Claims and verdicts")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The files the report stage reads, each kind read by one reader that checks it (DESIGN.md §9, §10).
+"""The files the report stage reads, each kind read by one reader that checks it (docs/troubleshooting.md, "Bad input").
 
 Absent and corrupt are different things. A file that is not there means "not run": its rows are
 missing, its claims "not run", with the command that makes it. A file that is there but is not

@@ -2,7 +2,7 @@
 seeds, one number per seed for every model and column a claim reads.
 
 A fresh clone has no DVC experiments, so the spread of a model over training seeds is committed
-instead, measured with `python scripts/seed_noise.py` (README, "Seed noise"). The report reads it as
+instead, measured with `python scripts/seed_noise.py` (docs/reproducing.md, "Seed noise"). The report reads it as
 the training-seed arms of its claims when the record was made with the run's settings: equal in every
 setting that changes results, the training seed and `SETTINGS_NOT_CHANGING_RESULTS` aside. Because
 `eval.seed` draws the test pairs and the bootstrap indices, the seed runs share them (`indices`), and
@@ -30,8 +30,8 @@ from pipeline.io import dotted_leaves
 from pipeline.paths import REPORTS
 
 SEED_NOISE = REPORTS / "seed_noise.json"
-# Settings that move no result beyond float bits or where an input is read from (DESIGN §10's "strict
-# equality over every setting that changes results" leaves these out): the training seed is what
+# Settings that move no result beyond float bits or where an input is read from (docs/method.md, "Claims and verdicts":
+# the "strict equality over every setting that changes results" leaves these out): the training seed is what
 # varies within an arm; threads, device and the evaluator's batching change only the last bits (as a
 # seed does, and far less); the mirror and hub are places the same verified bytes come from.
 SETTINGS_NOT_CHANGING_RESULTS = (

@@ -1,6 +1,6 @@
 """The round trip EN→X→EN of a corpus: chunks, cache, concurrency and retries.
 
-The requests are a fixed function of the corpus (DESIGN §9): Apertium carries state from one line
+The requests are a fixed function of the corpus (docs/method.md, "Round-trip translation"): Apertium carries state from one line
 to the next, so a sentence's translation depends on the chunk it is sent in, and the chunks must
 never depend on the cache's contents, the order answers arrive in, the number of workers or
 retries. So the corpus's distinct sentences, in first-occurrence order, are packed into chunks by

@@ -22,7 +22,7 @@ one module per section, all reading one `BenchInputs` (`inputs`):
   Google stand-in;
 - `startup`: the evaluate stage's start-up (imports, model load, first batch) in fresh processes;
 - `run`: the machine (CPUs, GPU, library versions, load average at start and end) and the whole run;
-  `summary`: the headline figures and the printed table; `readme`: the README's figures, rendered
+  `summary`: the headline figures and the printed table; `readme`: the figures of docs/benchmarks.md, rendered
   from the JSON. `timing` holds the clocks and the peak-memory probe (on CUDA the step runs under
   bf16 autocast, the fast choice of the stages' `precision` setting, `RunContext`).
 

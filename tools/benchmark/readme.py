@@ -1,8 +1,8 @@
-"""The README's benchmark figures, rendered from the benchmark's JSON (never copied by hand).
+"""The benchmark figures of docs/benchmarks.md, rendered from the benchmark's JSON (never copied by hand).
 
-The README holds the rendered block between `BEGIN` and `END`; after a benchmark run
+That page holds the rendered block between `BEGIN` and `END`; after a benchmark run
 
-    python -m tools.benchmark.readme [--bench reports/bench.json] [--readme README.md] [--check]
+    python -m tools.benchmark.readme [--bench reports/bench.json] [--readme docs/benchmarks.md] [--check]
 
 rewrites it from the JSON (`--check` writes nothing and exits 1 when they differ), and a test
 checks that the two agree.
@@ -113,7 +113,7 @@ def _pipeline_rows(pipeline: Mapping) -> list[str]:
 
 
 def render_readme_section(results: Mapping, source: str = "reports/bench.json") -> str:
-    """The README block (markers included) for a benchmark's results: one table row per section."""
+    """The benchmarks page's block (markers included) for a benchmark's results: one table row per section."""
     rows = ["| what | figure |", "|---|---|"]
     if results.get("joint_padding"):
         rows.append(_joint_row(results["joint_padding"]))
@@ -132,24 +132,24 @@ def render_readme_section(results: Mapping, source: str = "reports/bench.json") 
 
 
 def readme_block(readme: str) -> str:
-    """The rendered block as it stands in the README text (markers included)."""
+    """The rendered block as it stands in the page's text (markers included)."""
     start, end = readme.find(BEGIN), readme.find(END)
     if start < 0 or end < start:
-        raise PipelineError(f"the README has no benchmark block; put the lines {BEGIN!r} and {END!r} where it goes")
+        raise PipelineError(f"the page has no benchmark block; put the lines {BEGIN!r} and {END!r} where it goes")
     return readme[start : end + len(END)]
 
 
 def replace_readme_block(readme: str, section: str) -> str:
-    """The README text with its benchmark block replaced by `section`."""
+    """The page's text with its benchmark block replaced by `section`."""
     return readme.replace(readme_block(readme), section)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.benchmark.readme",
-                                     description="Render the README's benchmark figures from the benchmark's JSON.")
+                                     description="Render the benchmark figures of docs/benchmarks.md from the benchmark's JSON.")
     parser.add_argument("--bench", type=Path, default=Path("reports/bench.json"))
-    parser.add_argument("--readme", type=Path, default=Path("README.md"))
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the README differs")
+    parser.add_argument("--readme", type=Path, default=Path("docs/benchmarks.md"))
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the page differs")
     args = parser.parse_args(argv)
     section = render_readme_section(json.loads(args.bench.read_text(encoding="utf-8")), source=args.bench.as_posix())
     readme = args.readme.read_text(encoding="utf-8")
