@@ -205,6 +205,17 @@ def test_a_flat_sweep_needs_its_width_and_only_a_flat_one_has_one(tiny_params_di
 # --- claims whose runs do not exist -------------------------------------------------------------------
 
 
+def test_an_unmeasured_claim_is_not_run_with_its_reason(tiny_params_dict):
+    raw = {"id": "probe", "claim": "top-4 negatives rise with the batch", "source": SOURCE, "kind": "unmeasured",
+           "backbone": "bert", "paper": "Figure 1", "reason": "no probe", "would_need": "a probe stage"}
+    files = files_of({"joint": (73.0, np.full(10, 73.0))})
+    (result,) = evaluate(claims_file(raw), tiny_params_dict, files)
+    assert result.verdict == NOT_RUN and result.note == "no probe; it would need a probe stage" and not result.commands
+    assert result.claim.ours_text(result) == "—" and result.claim.paper_text(result, "") == "Figure 1"
+    with pytest.raises(PipelineError, match="reason"):
+        parse_claims(claims_file(raw | {"reason": ""}), TABLES, tiny_params_dict)
+
+
 def test_a_claim_without_its_run_is_not_run_with_the_command(tiny_params_dict):
     jtcse = {"label": "JTCSE", "model": "joint", "experiment": {"overrides": ["train.cael=6"]}}
     files = files_of({"joint": (73.0, np.full(10, 73.0))})

@@ -9,7 +9,8 @@ Each claim kind is one class that validates itself, judges itself (`judge`) and 
 - trend: a sweep's shape (decreasing, first-best, or flat within a width), checked as the order claims it implies;
 - exact: a deterministic count (GMACs) equal to the paper's at its printed precision;
 - range: a value within [low, high];
-- correlation: the sign and strength of a correlation of two columns across models.
+- correlation: the sign and strength of a correlation of two columns across models;
+- unmeasured: a stated result on a quantity the pipeline measures for no model: "not run", with why.
 
 A claim is the papers' (`origin: paper`, quoted verbatim from its seed under ../shared/seeds/,
 tests/test_claim_quotes.py) or the project's own question (`origin: project`, with `why` it is
@@ -853,8 +854,29 @@ class CorrelationClaim(ClaimSpec):
         return f"{self.paper} ({self.sign}, |ρ| ≥ {self.strength:g}: {self.strength_reason})"
 
 
+class UnmeasuredClaim(ClaimSpec):
+    """A stated result on a quantity the pipeline measures for no model (GS-InfoNCE's batch-size probe of
+    negative similarities): always "not run", with `reason` (what is missing) and `would_need` (what
+    measuring it would take), so that the claim is listed, not dropped."""
+
+    kind: Literal["unmeasured"]
+    paper: str = Field(min_length=1, description="the paper's numbers or finding, as text")
+    reason: str = Field(min_length=1, description="why no run of the pipeline measures it")
+    would_need: str = Field(min_length=1, description="what measuring it would take")
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        return Verdict(self, NOT_RUN, note=f"{self.reason}; it would need {self.would_need}")
+
+    def ours_text(self, result: Verdict) -> str:
+        return "—"
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        return self.paper
+
+
 Claim = Annotated[
-    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim, Field(discriminator="kind")
+    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim | UnmeasuredClaim,
+    Field(discriminator="kind"),
 ]
 
 
