@@ -67,8 +67,7 @@ def would_take(result: Verdict, gpu_hours: dict[str, float], backbone: str) -> s
         if not estimates:
             return None
         widest = max(estimates, key=lambda pair: pair.estimate.half_width)
-        margin = claim.margin if isinstance(claim, OrderClaim) else 0.0
-        return _order_would_take(widest.estimate, margin, paper_gap(claim), gpu_hours.get(backbone))
+        return _order_would_take(widest.estimate, claim.judged_margin(), paper_gap(claim), gpu_hours.get(backbone))
     return None
 
 
@@ -100,8 +99,8 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
     if isinstance(claim, ComparisonClaim):
         record |= {"paper": claim.paper, "lower_is_better": claim.lower_is_better, "paper_gap": paper_gap(claim),
                    "family_size": len(result.comparisons), "comparisons": [_comparison_record(pair) for pair in result.comparisons]}
-        if isinstance(claim, OrderClaim):
-            record["margin"] = claim.margin
+        if isinstance(claim, OrderClaim) or claim.judged_margin():
+            record["margin"] = claim.judged_margin()
     if result.p_value is not None:
         record |= {"rho": result.ours, "p_value": result.p_value}
     return record
@@ -149,7 +148,7 @@ def forest_rows(verdicts: list[Verdict]) -> dict[str, list[dict[str, Any]]]:
             rows.append({"label": claim.id, "difference": result.ours - result.paper, "interval": result.interval,
                          "pair_interval": None, "band": (-result.epsilon, result.epsilon), "verdict": result.verdict})
         if isinstance(claim, ComparisonClaim):
-            margin = claim.margin if isinstance(claim, OrderClaim) else 0.0
+            margin = claim.judged_margin()
             for pair in result.comparisons:
                 if pair.interval is None or pair.estimate is None:
                     continue
