@@ -33,15 +33,17 @@ def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hour
     here = f"this run decides |Δ − margin| ≥ {decidable_gap(estimate, margin):.2f}"
     if gap is None:
         return here + "; the paper's text gives no gap to size the seeds for"
-    if gap <= abs(margin):
-        return here + f"; the paper's gap {gap:.2f} is within the claim's margin: it cannot hold even if reproduced exactly"
+    if gap <= margin:  # the claim holds above its margin, which may be negative ("not worse by more than ...")
+        return here + f"; the paper's gap {gap:.2f} is not above the claim's margin {margin:g}: it cannot hold even if reproduced exactly"
+    shown = f"{gap:.2f}" + (f" ({gap - margin:.2f} from the margin)" if margin else "")
+    gap = gap - margin  # what a run must resolve: the paper's gap's distance from the margin
     needed = seeds_needed(gap, estimate.seed_sd, estimate.tau ** 2, paired=paired, power=POWER)
     if needed is None:
-        return here + f"; for the paper's gap {gap:.2f} more test pairs are needed, not seeds (the pair noise τ {estimate.tau:.2f} alone is too large)"
+        return here + f"; for the paper's gap {shown} more test pairs are needed, not seeds (the pair noise τ {estimate.tau:.2f} alone is too large)"
     at_paper = seeds_needed(gap, PAPER_SCALE_PRIOR.sd, 0.0, power=POWER)
     cost = f", {at_paper * 2 * hours:.0f} GPU hours for the two arms" if (hours and at_paper) else ""
     paper = f"; at paper scale (prior sd {PAPER_SCALE_PRIOR.sd}, pair noise aside) {at_paper} seeds per arm{cost}" if at_paper else ""
-    return here + f"; the paper's gap {gap:.2f} needs {needed} seeds per arm at this scale's noise for {POWER:.0%} power{paper}"
+    return here + f"; the paper's gap {shown} needs {needed} seeds per arm at this scale's noise for {POWER:.0%} power{paper}"
 
 
 def _value_would_take(result: Verdict) -> str:
