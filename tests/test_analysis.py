@@ -34,6 +34,7 @@ from pipeline.analysis import (
     thop_gmacs,
     uniformity,
 )
+from pipeline.analysis.layers import LayerAnalysis
 from pipeline.data.readers import ScoredPair
 from stages.cli import app
 
@@ -213,11 +214,19 @@ def test_layer_analysis_e_cls_and_attention_sink_per_layer(tiny_project):
     assert all(c + s + p <= 1 + 1e-9 for c, s, p in zip(sink["cls"], sink["sep"], sink["final_punct"]))
     assert sink["sentences"] == len(SENTENCES) and sink["sentences_with_final_punct"] == 5  # all but 'beach'
     assert 0 < sink["uniform"] < 1
+    # the last layer's end-of-sequence sink: [SEP] plus the final punctuation (where a sentence ends in it)
+    assert sink["last_end"] == pytest.approx(sink["sep"][-1] + sink["final_punct"][-1] * 5 / len(SENTENCES))
+    tokenizer = AutoTokenizer.from_pretrained(backbone)
+    lengths = [len(tokenizer(sentence)["input_ids"]) for sentence in SENTENCES]
+    ends = [2 - ("beach" in sentence) for sentence in SENTENCES]  # 'beach' has no final punctuation
+    assert sink["uniform_end"] == pytest.approx(np.mean([end / n for end, n in zip(ends, lengths)]))
 
     # one sentence at a time vs padded batches: the same numbers
     single = [analyze_layers(backbone, [sentence], max_length=32, batch_size=1) for sentence in SENTENCES]
     assert result.e_cls == pytest.approx(np.mean([s.e_cls for s in single], axis=0).tolist(), rel=1e-5)
     assert sink["cls"] == pytest.approx(np.mean([s.attention_sink["cls"] for s in single], axis=0).tolist(), rel=1e-5)
+    for key in ("last_end", "uniform_end"):
+        assert sink[key] == pytest.approx(np.mean([s.attention_sink[key] for s in single]), rel=1e-5)
     assert sorted(result.last_hidden_norms) == pytest.approx(sorted(np.concatenate([s.last_hidden_norms for s in single])), rel=1e-5)
 
     # E_CLS and the attention on [CLS] by hand from the attention weights and the value projection
@@ -240,6 +249,54 @@ def test_cls_energy_and_attention_received_ignore_padding():
     assert torch.isnan(attention_received(probs, mask, torch.tensor([False]))["final_punct"]).all()
     assert is_punctuation_token(".") and is_punctuation_token("Ġ?") and not is_punctuation_token("[SEP]")
     assert not is_punctuation_token("a.")
+
+
+def _sums_of(attentions: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor, punct_ids: list[int]):
+    """_LayerSums over one batch of given last-layer attention weights (one layer)."""
+    from types import SimpleNamespace
+
+    from pipeline.analysis.layers import _LayerSums
+
+    sums = _LayerSums(1, torch.tensor(punct_ids))
+    output = SimpleNamespace(attentions=[attentions], last_hidden_state=torch.ones(len(mask), 4, 2),
+                             pooler_output=torch.ones(len(mask), 2))
+    sums.add(input_ids, mask, output, [torch.ones(len(mask), mask.shape[1], 2)])
+    return sums.attention_sink(len(mask))
+
+
+def test_the_end_of_sequence_sink_against_its_uniform_share():
+    """Two sentences: [CLS] a . [SEP] (ends in punctuation, 4 tokens) and [CLS] a [SEP] pad (3 tokens).
+    Uniform attention gives the end tokens 2/4 and 1/3; a sink on [SEP] gives them everything."""
+    cls, word, dot, sep = 101, 7, 9, 102
+    ids = torch.tensor([[cls, word, dot, sep], [cls, word, sep, 0]])
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    uniform = mask[:, None, None, :].double().expand(2, 1, 4, 4) / mask.sum(1)[:, None, None, None]
+    sink = _sums_of(uniform, ids, mask, [dot])
+    assert sink["uniform_end"] == pytest.approx((2 / 4 + 1 / 3) / 2)
+    assert sink["last_end"] == pytest.approx(sink["uniform_end"])  # uniform attention is no sink
+    assert sink["uniform"] == pytest.approx((1 / 4 + 1 / 3) / 2)
+    on_sep = torch.zeros(2, 1, 4, 4)
+    on_sep[0, 0, :, 3] = 1.0
+    on_sep[1, 0, :, 2] = 1.0
+    sink = _sums_of(on_sep, ids, mask, [dot])
+    assert sink["last_end"] == pytest.approx(1.0) and sink["cls"] == [pytest.approx(0.0)]
+    on_cls = torch.zeros(2, 1, 4, 4)
+    on_cls[:, 0, :, 0] = 1.0  # a sink on [CLS]: the end tokens get nothing
+    assert _sums_of(on_cls, ids, mask, [dot])["last_end"] == pytest.approx(0.0)
+
+
+def test_model_report_carries_the_towers_mean_end_sink():
+    from pipeline.analysis.per_model import _layer_fields
+
+    def layers(last_end: float, uniform_end: float) -> LayerAnalysis:
+        return LayerAnalysis(e_cls=[1.0], attention_sink={"last_end": last_end, "uniform_end": uniform_end},
+                             last_hidden_norms=np.ones(3), pooler_norms=np.ones(3), sentences=3)
+
+    found = {"I": layers(0.2, 0.1), "II": layers(0.4, 0.1)}
+    twin = _layer_fields([("I", 0.5), ("II", 0.5)], found)
+    assert twin["sink_end_last"] == pytest.approx(0.3) and twin["sink_end_uniform"] == pytest.approx(0.1)
+    one = _layer_fields([("I", 1.0)], found)
+    assert one["sink_end_last"] == pytest.approx(0.2) and one["attention_sink"]["last_end"] == 0.2
 
 
 def test_norm_statistics_have_quantiles_and_a_density_histogram():

@@ -166,7 +166,54 @@ def test_a_trend_is_checked_as_its_order_claims(tiny_params_dict):
     assert first_best.verdict == CONTRADICTED and len(first_best.comparisons) == 2
 
 
+def _flat_sweep(planted: dict[str, float], seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(0.0, 1.0, RESAMPLES)
+    return files_of({model: (avg, avg + shared + rng.normal(0, 0.2, RESAMPLES)) for model, avg in planted.items()})
+
+
+FLAT = {"id": "flat", "claim": "not sensitive", "source": SOURCE, "kind": "trend", "backbone": "bert", "metric": "avg",
+        "paper": "…", "shape": "flat", "width": 1.0, "width_reason": "stated",
+        "subjects": [TNCSE, UNTRAINED, {"label": "Tower I", "model": "pretrain-I"}]}
+
+
+def test_a_flat_sweep_holds_only_when_no_two_points_differ_by_its_width(tiny_params_dict):
+    record = quiet_record(tiny_params_dict)
+    close = _flat_sweep({"joint": 75.0, "ensemble": 74.9, "pretrain-I": 75.1}, 4)
+    (flat,) = evaluate(claims_file(FLAT), tiny_params_dict, close, record=record)
+    assert flat.verdict == HOLDS and len(flat.comparisons) == 6  # every ordered pair: both signs of each difference
+    assert {(p.better, p.worse) for p in flat.comparisons} >= {("TNCSE", "Tower I"), ("Tower I", "TNCSE")}
+    assert "width 1: stated" in flat.claim.paper_text(flat, "")
+    apart = _flat_sweep({"joint": 75.0, "ensemble": 74.9, "pretrain-I": 72.0}, 5)  # Tower I falls 3 points
+    (sensitive,) = evaluate(claims_file(FLAT), tiny_params_dict, apart, record=record)
+    assert sensitive.verdict == CONTRADICTED
+    assert {(p.better, p.worse) for p in sensitive.comparisons if p.verdict == CONTRADICTED} == {
+        ("Tower I", "TNCSE"), ("Tower I", "untrained twin")}
+    (borderline,) = evaluate(claims_file(FLAT), tiny_params_dict, _flat_sweep({"joint": 75.0, "ensemble": 74.0, "pretrain-I": 75.0}, 6),
+                             record=record)
+    assert borderline.verdict == INCONCLUSIVE  # a difference of about the width itself decides nothing
+
+
+def test_a_flat_sweep_needs_its_width_and_only_a_flat_one_has_one(tiny_params_dict):
+    for raw in (FLAT | {"width": None}, FLAT | {"width_reason": None}, FLAT | {"shape": "first-best"}):
+        with pytest.raises(PipelineError, match="width"):
+            parse_claims(claims_file(raw), TABLES, tiny_params_dict)
+    (missing,) = evaluate(claims_file(FLAT), tiny_params_dict, _flat_sweep({"joint": 75.0, "ensemble": 74.9}, 7))
+    assert missing.verdict == NOT_RUN and missing.claim.judged_margin() == -1.0 and missing.claim.paper_gap() is None
+
+
 # --- claims whose runs do not exist -------------------------------------------------------------------
+
+
+def test_an_unmeasured_claim_is_not_run_with_its_reason(tiny_params_dict):
+    raw = {"id": "probe", "claim": "top-4 negatives rise with the batch", "source": SOURCE, "kind": "unmeasured",
+           "backbone": "bert", "paper": "Figure 1", "reason": "no probe", "would_need": "a probe stage"}
+    files = files_of({"joint": (73.0, np.full(10, 73.0))})
+    (result,) = evaluate(claims_file(raw), tiny_params_dict, files)
+    assert result.verdict == NOT_RUN and result.note == "no probe; it would need a probe stage" and not result.commands
+    assert result.claim.ours_text(result) == "—" and result.claim.paper_text(result, "") == "Figure 1"
+    with pytest.raises(PipelineError, match="reason"):
+        parse_claims(claims_file(raw | {"reason": ""}), TABLES, tiny_params_dict)
 
 
 def test_a_claim_without_its_run_is_not_run_with_the_command(tiny_params_dict):

@@ -46,8 +46,13 @@ def test_an_undecided_order_says_what_would_decide_it(tiny_params_dict):
     assert "GPU hours for the two arms" in text and "at paper scale (prior sd 0.79" in text
     noisy_pairs = compare_arms(np.array([72.3]), np.array([72.0]), 0.25, noise=noise)
     assert "more test pairs are needed, not seeds" in would_take(undecided(claim, noisy_pairs), {}, "bert")
-    margin = one(order_claim(paper="79.58 > 79.28", margin=-0.5, margin_reason="keeps within 0.5"), tiny_params_dict)
-    assert "cannot hold even if reproduced exactly" in would_take(undecided(margin, estimate), {}, "bert")
+    # a negative margin ("not worse by more than 0.5"): the paper's 0.30 lies 0.80 above it, and that is what seeds must resolve
+    keeps = one(order_claim(paper="79.58 > 79.28", margin=-0.5, margin_reason="keeps within 0.5"), tiny_params_dict)
+    text = would_take(undecided(keeps, estimate), {}, "bert")
+    assert "cannot hold" not in text and "the paper's gap 0.30 (0.80 from the margin) needs" in text
+    beyond = one(order_claim(paper="79.58 > 79.28", margin=0.5, margin_reason="clearly better"), tiny_params_dict)
+    assert "not above the claim's margin 0.5: it cannot hold even if reproduced exactly" in would_take(
+        undecided(beyond, estimate), {}, "bert")
 
 
 def test_an_undecided_value_claim_says_whether_seeds_can_decide_it(tiny_params_dict):

@@ -302,7 +302,7 @@ def test_a_column_path_outside_the_files_layout_is_one_line(path, expected):
 
 
 @pytest.mark.parametrize("path", [
-    "STS12.all", "STS16.mean", "STS12.subsets.surprise.OnWN", "SICKRelatedness.test", "avg", "analysis:eta",
+    "STS12.all", "STS16.mean", "STS12.subsets.surprise.OnWN", "SICKRelatedness.test", "avg", "analysis:eta", "analysis:sink_end_last",
     "analysis:norm_probe.last_hidden_cls.q95", "mteb:suites.jtcse-sts-en.tasks.STS22.v2.main",
     "mteb:suites.jtcse-sts-en.tasks.STS17.subsets.en-en", "mteb:suites.local-retrieval.metrics.map_at_10",
     "mteb:suites.jtcse-retrieval.metrics_mean",
@@ -314,11 +314,15 @@ def test_column_paths_of_the_files_layout_are_accepted(path):
 def test_every_analysis_column_the_spec_accepts_is_a_number_the_analyze_stage_writes():
     """The declared layout (pipeline.reporting.columns.analysis_columns) against a file the analyze
     stage wrote (the committed one), so that it cannot drift from what pipeline/analysis writes."""
-    from pipeline.reporting.columns import analysis_columns
+    from pipeline.reporting.columns import ATTENTION_SINK_NUMBERS, analysis_columns
 
     written = json.loads(committed_text("reports/analysis/joint.json"))
+    # the end-of-sequence sink numbers are newer than a committed file written before them (the analysis
+    # tests check that the analysis writes them); once the file holds one, it must hold both
+    newer = () if any(name in written for name in ATTENTION_SINK_NUMBERS) else ATTENTION_SINK_NUMBERS
     for column in analysis_columns():
-        assert metric_at(written, column) is not None, column
+        if column not in newer:
+            assert metric_at(written, column) is not None, column
 
 
 def test_paper_numbers_must_be_finite():

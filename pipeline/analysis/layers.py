@@ -144,7 +144,7 @@ class _LayerSums:
         self.layers, self.punct_ids = layers, punct_ids
         self.e_cls = torch.zeros(layers, dtype=torch.float64)
         self.sink = {key: torch.zeros(layers, dtype=torch.float64) for key in ("cls", "sep", "final_punct")}
-        self.punct_count, self.inverse_length_sum = 0, 0.0
+        self.punct_count, self.inverse_length_sum, self.end_inverse_length_sum = 0, 0.0, 0.0
         self.last_norms: list[torch.Tensor] = []
         self.pooler_norms: list[torch.Tensor] = []
 
@@ -155,6 +155,7 @@ class _LayerSums:
         has_punct = (lengths >= 3) & torch.isin(input_ids[rows, (lengths - 2).clamp_min(0)], self.punct_ids)
         self.punct_count += int(has_punct.sum())
         self.inverse_length_sum += float((1.0 / lengths.double()).sum())
+        self.end_inverse_length_sum += float(((1.0 + has_punct.double()) / lengths.double()).sum())
         for layer in range(self.layers):
             self.e_cls[layer] += cls_energy(contexts[layer], mask).sum().cpu()
             received = attention_received(output.attentions[layer], mask, has_punct)
@@ -164,12 +165,18 @@ class _LayerSums:
         self.pooler_norms.append(output.pooler_output.double().norm(dim=-1).cpu())
 
     def attention_sink(self, count: int) -> dict[str, Any]:
-        """Means over the `count` sentences (final punctuation: over those that end in it)."""
+        """Means over the `count` sentences (final punctuation: over those that end in it), and the
+        last layer's sink on the end of the sequence (JTCSE: "end-of-sequence tokens at the last encoding
+        layer"): `last_end`, the attention [SEP] and the final punctuation (where a sentence ends in it)
+        receive together, mean over every sentence; `uniform_end`, what those tokens would receive under
+        uniform attention, the mean of 2/n (1/n without final punctuation)."""
         return {
             "cls": (self.sink["cls"] / count).tolist(),
             "sep": (self.sink["sep"] / count).tolist(),
             "final_punct": (self.sink["final_punct"] / self.punct_count).tolist() if self.punct_count else [None] * self.layers,
             "uniform": self.inverse_length_sum / count,  # what one token receives under uniform attention, mean 1/n
+            "last_end": float(self.sink["sep"][-1] + self.sink["final_punct"][-1]) / count,
+            "uniform_end": self.end_inverse_length_sum / count,
             "sentences": count,
             "sentences_with_final_punct": self.punct_count,
         }

@@ -102,10 +102,14 @@ class _Inputs:
 
 
 def _layer_fields(members: Sequence[tuple[str, float]], layers: Mapping[str, LayerAnalysis]) -> dict[str, Any]:
-    """e_cls (the unweighted mean over the towers), norms and attention sink (per tower for an ensemble)."""
+    """e_cls (the unweighted mean over the towers), norms and attention sink (per tower for an ensemble),
+    and the last layer's end-of-sequence sink against its uniform share (`sink_end_last`,
+    `sink_end_uniform`: the towers' unweighted means, so every model has them)."""
     member_layers = {tower: layers[tower] for tower, _ in members}
     e_cls = np.mean([analysis.e_cls for analysis in member_layers.values()], axis=0).tolist()
     fields: dict[str, Any] = {"e_cls": e_cls, "e_cls_mean": float(np.mean(e_cls))}
+    for name, key in (("sink_end_last", "last_end"), ("sink_end_uniform", "uniform_end")):
+        fields[name] = float(np.mean([analysis.attention_sink[key] for analysis in member_layers.values()]))
     if len(members) > 1:
         fields["e_cls_towers"] = {tower: analysis.e_cls for tower, analysis in member_layers.items()}
         fields["norms"] = {tower: analysis.norms() for tower, analysis in member_layers.items()}

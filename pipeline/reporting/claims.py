@@ -6,10 +6,11 @@ Each claim kind is one class that validates itself, judges itself (`judge`) and 
 
 - value: a table cell of tables.yaml (our number against the paper's, within ε);
 - order: one model beats another on a column (the interval of the difference against a band);
-- trend: a sweep's shape, checked as the order claims it implies;
+- trend: a sweep's shape (decreasing, first-best, or flat within a width), checked as the order claims it implies;
 - exact: a deterministic count (GMACs) equal to the paper's at its printed precision;
 - range: a value within [low, high];
-- correlation: the sign and strength of a correlation of two columns across models.
+- correlation: the sign and strength of a correlation of two columns across models;
+- unmeasured: a stated result on a quantity the pipeline measures for no model: "not run", with why.
 
 A claim is the papers' (`origin: paper`, quoted verbatim from its seed under ../shared/seeds/,
 tests/test_claim_quotes.py) or the project's own question (`origin: project`, with `why` it is
@@ -473,6 +474,10 @@ class ComparisonClaim(ClaimSpec):
         """The gap an order claim's paper numbers state: better − worse."""
         return abs(numbers[0] - numbers[1])
 
+    def judged_margin(self) -> float:
+        """What each pair's difference is judged against (0: simply beats)."""
+        return 0.0
+
     def cannot(self) -> tuple[str, str] | None:
         """(verdict, why) where no run can decide the claim: its suite's task list is not in the papers,
         or the paper's own gap is below the band that says what difference counts."""
@@ -608,6 +613,9 @@ class OrderClaim(ComparisonClaim):
     def subjects(self) -> list[SubjectSpec]:
         return [self.better, self.worse]
 
+    def judged_margin(self) -> float:
+        return self.margin
+
     def judge_here(self, judging: Judging) -> Verdict:
         rows = judging.rows(self.subjects(), self.columns(), self.claim_backbone(judging.tables), self.claim)
         pair = self.compare(judging, rows, self.better, self.worse, self.margin)
@@ -619,11 +627,22 @@ class OrderClaim(ComparisonClaim):
 
 
 class TrendClaim(ComparisonClaim):
-    """A sweep's shape: `decreasing` (each subject beats the next) or `first-best` (the first beats each other)."""
+    """A sweep's shape: `decreasing` (each subject beats the next), `first-best` (the first beats each
+    other) or `flat` (not sensitive to the swept setting: no two points differ by `width` or more)."""
 
     kind: Literal["trend"]
-    shape: Literal["decreasing", "first-best"]
+    shape: Literal["decreasing", "first-best", "flat"]
+    width: float | None = Field(None, gt=0, description="flat: the difference between two points that counts as sensitive")
+    width_reason: str | None = None
     sweep: list[SubjectSpec] = Field(min_length=2, alias="subjects")
+
+    @model_validator(mode="after")
+    def _flat_width(self) -> "TrendClaim":
+        if (self.shape == "flat") != (self.width is not None):
+            raise ValueError(f"{self.id}: a width goes with shape flat, and only with it")
+        if self.width is not None and not self.width_reason:
+            raise ValueError(f"{self.id}: a flat sweep's width needs its width_reason")
+        return self
 
     @field_validator("sweep")
     @classmethod
@@ -638,15 +657,26 @@ class TrendClaim(ComparisonClaim):
     def subjects(self) -> list[SubjectSpec]:
         return self.sweep
 
+    def paper_gap(self) -> float | None:
+        """A flat sweep claims no gap: None (its seeds cannot be sized from the paper's numbers)."""
+        return None if self.shape == "flat" else super().paper_gap()
+
     def gap_of(self, numbers: list[float]) -> float:
         """The smallest step the shape needs: the first against the best other, or the smallest fall."""
         if self.shape == "first-best":
             return abs(numbers[0] - max(numbers[1:]))
         return abs(min(a - b for a, b in zip(numbers, numbers[1:])))
 
+    def judged_margin(self) -> float:
+        """flat: each ordered pair keeps within the width (a − b > −width both ways); else 0."""
+        return -self.width if self.width is not None else 0.0
+
     def family(self, kept: list[SubjectSpec]) -> list[tuple[SubjectSpec, SubjectSpec]]:
         """The pairs the shape implies: first-best, the first against each other; decreasing, each
-        neighbour pair and the endpoints (a sweep of small steps can fall overall yet no step be sure)."""
+        neighbour pair and the endpoints (a sweep of small steps can fall overall yet no step be sure);
+        flat, every ordered pair (|a − b| < width is a − b > −width and b − a > −width)."""
+        if self.shape == "flat":
+            return [(one, other) for one in kept for other in kept if one is not other]
         if self.shape == "decreasing":
             return list(zip(kept, kept[1:])) + ([(kept[0], kept[-1])] if len(kept) > 2 else [])
         return [(kept[0], other) for other in kept[1:]] if kept and kept[0] is self.sweep[0] else []
@@ -655,10 +685,11 @@ class TrendClaim(ComparisonClaim):
         rows = judging.rows(self.sweep, self.columns(), self.claim_backbone(judging.tables), self.claim)
         kept = [subject for subject in self.sweep if not rows[subject.label].not_applicable]
         skipped = [subject.label for subject in self.sweep if rows[subject.label].not_applicable]
-        comparisons = [self.compare(judging, rows, better, worse, 0.0) for better, worse in self.family(kept)]
+        margin = self.judged_margin()
+        comparisons = [self.compare(judging, rows, better, worse, margin) for better, worse in self.family(kept)]
         if comparisons and all(pair.estimate is not None for pair in comparisons):
             # the family's rule: "contradicted" Bonferroni-corrected over its pairs (pipeline.reporting.noise)
-            verdict, per_pair = trend_verdict([pair.estimate for pair in comparisons], self.shape)
+            verdict, per_pair = trend_verdict([pair.estimate for pair in comparisons], self.shape, margin=margin)
             for pair, pair_verdict in zip(comparisons, per_pair):
                 pair.verdict = pair_verdict
         else:
@@ -668,6 +699,10 @@ class TrendClaim(ComparisonClaim):
             notes.append("fewer than two points of the sweep can run here")
         commands = list(dict.fromkeys(command for pair in comparisons for command in pair.commands))
         return Verdict(self, verdict, comparisons=comparisons, note="; ".join(notes) or None, commands=commands)
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        shown = super().paper_text(result, default_reason)
+        return f"{shown} (width {self.width:g}: {self.width_reason})" if self.width is not None else shown
 
 
 def _family_verdict(verdicts: set[str]) -> str:
@@ -819,8 +854,29 @@ class CorrelationClaim(ClaimSpec):
         return f"{self.paper} ({self.sign}, |ρ| ≥ {self.strength:g}: {self.strength_reason})"
 
 
+class UnmeasuredClaim(ClaimSpec):
+    """A stated result on a quantity the pipeline measures for no model (GS-InfoNCE's batch-size probe of
+    negative similarities): always "not run", with `reason` (what is missing) and `would_need` (what
+    measuring it would take), so that the claim is listed, not dropped."""
+
+    kind: Literal["unmeasured"]
+    paper: str = Field(min_length=1, description="the paper's numbers or finding, as text")
+    reason: str = Field(min_length=1, description="why no run of the pipeline measures it")
+    would_need: str = Field(min_length=1, description="what measuring it would take")
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        return Verdict(self, NOT_RUN, note=f"{self.reason}; it would need {self.would_need}")
+
+    def ours_text(self, result: Verdict) -> str:
+        return "—"
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        return self.paper
+
+
 Claim = Annotated[
-    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim, Field(discriminator="kind")
+    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim | UnmeasuredClaim,
+    Field(discriminator="kind"),
 ]
 
 

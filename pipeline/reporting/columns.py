@@ -21,8 +21,12 @@ from pipeline.settings_rules import NORM_INPUTS
 # analyze stage wrote.
 ANALYSIS_NUMBERS = (
     "pairs", "align_pairs", "positive_pairs", "sentences", "align_sentences", "alignment", "uniformity", "e_cls_mean",
-    "seq_len", "gmacs", "gmacs_with_attention", "avg", "eta",
+    "seq_len", "gmacs", "gmacs_with_attention", "avg", "eta", "sink_end_last", "sink_end_uniform",
 )
+# The last layer's attention on [SEP] and the final punctuation, and its uniform share (the towers' means;
+# pipeline/analysis/per_model.py `_layer_fields`): added after the committed reports/analysis were written,
+# so the layout test checks them only once a regenerated file holds them (tests/test_reporting.py).
+ATTENTION_SINK_NUMBERS = ("sink_end_last", "sink_end_uniform")
 # pipeline.analysis.norms.summary_statistics' keys (not imported: the analysis package is no code the report runs)
 NORM_STATISTICS = ("mean", "std", "min", "max", "q05", "q25", "q50", "q75", "q95")
 TOWER_NORM_STATISTICS = (*NORM_STATISTICS, "cv")  # pipeline.analysis.norms.norm_statistics adds the coefficient of variation

@@ -33,15 +33,17 @@ def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hour
     here = f"this run decides |Δ − margin| ≥ {decidable_gap(estimate, margin):.2f}"
     if gap is None:
         return here + "; the paper's text gives no gap to size the seeds for"
-    if gap <= abs(margin):
-        return here + f"; the paper's gap {gap:.2f} is within the claim's margin: it cannot hold even if reproduced exactly"
+    if gap <= margin:  # the claim holds above its margin, which may be negative ("not worse by more than ...")
+        return here + f"; the paper's gap {gap:.2f} is not above the claim's margin {margin:g}: it cannot hold even if reproduced exactly"
+    shown = f"{gap:.2f}" + (f" ({gap - margin:.2f} from the margin)" if margin else "")
+    gap = gap - margin  # what a run must resolve: the paper's gap's distance from the margin
     needed = seeds_needed(gap, estimate.seed_sd, estimate.tau ** 2, paired=paired, power=POWER)
     if needed is None:
-        return here + f"; for the paper's gap {gap:.2f} more test pairs are needed, not seeds (the pair noise τ {estimate.tau:.2f} alone is too large)"
+        return here + f"; for the paper's gap {shown} more test pairs are needed, not seeds (the pair noise τ {estimate.tau:.2f} alone is too large)"
     at_paper = seeds_needed(gap, PAPER_SCALE_PRIOR.sd, 0.0, power=POWER)
     cost = f", {at_paper * 2 * hours:.0f} GPU hours for the two arms" if (hours and at_paper) else ""
     paper = f"; at paper scale (prior sd {PAPER_SCALE_PRIOR.sd}, pair noise aside) {at_paper} seeds per arm{cost}" if at_paper else ""
-    return here + f"; the paper's gap {gap:.2f} needs {needed} seeds per arm at this scale's noise for {POWER:.0%} power{paper}"
+    return here + f"; the paper's gap {shown} needs {needed} seeds per arm at this scale's noise for {POWER:.0%} power{paper}"
 
 
 def _value_would_take(result: Verdict) -> str:
@@ -67,8 +69,7 @@ def would_take(result: Verdict, gpu_hours: dict[str, float], backbone: str) -> s
         if not estimates:
             return None
         widest = max(estimates, key=lambda pair: pair.estimate.half_width)
-        margin = claim.margin if isinstance(claim, OrderClaim) else 0.0
-        return _order_would_take(widest.estimate, margin, paper_gap(claim), gpu_hours.get(backbone))
+        return _order_would_take(widest.estimate, claim.judged_margin(), paper_gap(claim), gpu_hours.get(backbone))
     return None
 
 
@@ -100,8 +101,8 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
     if isinstance(claim, ComparisonClaim):
         record |= {"paper": claim.paper, "lower_is_better": claim.lower_is_better, "paper_gap": paper_gap(claim),
                    "family_size": len(result.comparisons), "comparisons": [_comparison_record(pair) for pair in result.comparisons]}
-        if isinstance(claim, OrderClaim):
-            record["margin"] = claim.margin
+        if isinstance(claim, OrderClaim) or claim.judged_margin():
+            record["margin"] = claim.judged_margin()
     if result.p_value is not None:
         record |= {"rho": result.ours, "p_value": result.p_value}
     return record
@@ -149,7 +150,7 @@ def forest_rows(verdicts: list[Verdict]) -> dict[str, list[dict[str, Any]]]:
             rows.append({"label": claim.id, "difference": result.ours - result.paper, "interval": result.interval,
                          "pair_interval": None, "band": (-result.epsilon, result.epsilon), "verdict": result.verdict})
         if isinstance(claim, ComparisonClaim):
-            margin = claim.margin if isinstance(claim, OrderClaim) else 0.0
+            margin = claim.judged_margin()
             for pair in result.comparisons:
                 if pair.interval is None or pair.estimate is None:
                     continue

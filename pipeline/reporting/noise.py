@@ -44,7 +44,7 @@ LEVEL = 0.95
 # (0.01): no evidence of the noise level, which is not evidence of no noise, so nothing is decided.
 RESOLUTION = 1e-3
 _TOLERANCE = 1e-9  # |Δ| = ε exactly counts as inside the band, whatever the float rounding
-TREND_SHAPES = ("first-best", "decreasing")
+TREND_SHAPES = ("first-best", "decreasing", "flat")
 
 
 @dataclass(frozen=True)
@@ -328,12 +328,13 @@ def family_verdicts(difference: np.ndarray, seed_var: np.ndarray, df: np.ndarray
     return family, pair
 
 
-def trend_verdict(estimates: list[Estimate], shape: str, level: float = LEVEL) -> tuple[str, list[str]]:
+def trend_verdict(estimates: list[Estimate], shape: str, level: float = LEVEL, margin: float = 0.0) -> tuple[str, list[str]]:
     """A sweep's shape as the family of m = len(estimates) order comparisons the caller built (A the
     model that should be better): `first-best` first vs each other; `decreasing` each neighbour pair
-    plus the endpoints first vs last. A pair is CONTRADICTED when its interval at 1 − α/m (Bonferroni:
-    `half_width` with quantiles 1 − α/(2m), from its seed_se, df and tau) lies wholly below 0, HOLDS when its interval at `level` lies
-    wholly above 0, else INCONCLUSIVE (always for a degenerate pair). The family is CONTRADICTED if
+    plus the endpoints first vs last; `flat` every ordered pair, against `margin` = −width (A keeps
+    within the width of B). A pair is CONTRADICTED when its interval at 1 − α/m (Bonferroni:
+    `half_width` with quantiles 1 − α/(2m), from its seed_se, df and tau) lies wholly below `margin`, HOLDS when its interval at `level` lies
+    wholly above it, else INCONCLUSIVE (always for a degenerate pair). The family is CONTRADICTED if
     any pair is; HOLDS if every pair holds; else INCONCLUSIVE. Returns (family, per-pair verdicts)."""
     if shape not in TREND_SHAPES:
         raise ValueError(f"trend shape must be one of {TREND_SHAPES}, not {shape!r}")
@@ -341,7 +342,7 @@ def trend_verdict(estimates: list[Estimate], shape: str, level: float = LEVEL) -
         raise ValueError("a trend needs at least one pair of models")
     difference, seed_var, df, tau2 = (np.array([[value(estimate) for estimate in estimates]]) for value in (
         lambda e: e.difference, lambda e: e.seed_se ** 2, lambda e: e.df, lambda e: e.tau ** 2))
-    family, pair = family_verdicts(difference, seed_var, df, tau2, level=level)
+    family, pair = family_verdicts(difference - margin, seed_var, df, tau2, level=level)
     return str(family[0]), [str(verdict) for verdict in pair[0]]
 
 

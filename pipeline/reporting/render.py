@@ -213,7 +213,7 @@ VERDICT_LEGEND = (
     "inconclusive. Order claims: holds / contradicted when the 95% interval of the difference lies above / below 0 (or "
     "the claim's margin); a metric without resamples, one run each: the point difference beyond its band, no interval. "
     "Trends: the pairs the shape implies (first-best: the first against each; decreasing: neighbours and the "
-    "endpoints), contradicted Bonferroni-corrected over them. Exact claims: reproduced when our count, rounded as the "
+    "endpoints; flat: every ordered pair, each within the claim's width), contradicted Bonferroni-corrected over them. Exact claims: reproduced when our count, rounded as the "
     "paper prints it, equals the paper's. Range claims: holds inside [low, high]. Correlation claims: Spearman's ρ with "
     "a one-sided permutation p; holds needs p < 0.05 and the claimed strength. Other scale / other backbone: this run "
     "cannot show it. An undecided claim says what would decide it. The rules and their simulated error rates: "
