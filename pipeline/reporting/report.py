@@ -9,7 +9,6 @@ from pathlib import Path
 import hashlib
 
 import numpy as np
-import pandas as pd
 
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
@@ -20,6 +19,7 @@ from pipeline.reporting.decidability import forest_rows
 from pipeline.reporting.figures import claims_forest_figure
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.inconsistencies import Inconsistency
+from pipeline.reporting.inputs import read_training_curve
 from pipeline.reporting.render import GaussianShare, index, latex, markdown, numbers, reproduction
 from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
@@ -90,7 +90,7 @@ def gaussian_share(params: dict, training: Path = TRAINING_REPORTS) -> GaussianS
     history = training / "baseline-gs-infonce.csv"
     if not history.is_file():
         return None
-    shares = pd.read_csv(history).get("gaussian_share")
+    shares = read_training_curve(history).get("gaussian_share")  # checked on read, as the training figures read it
     if shares is None or shares.dropna().empty:
         return None
     baselines = params["baselines"]
