@@ -398,6 +398,28 @@ def test_exact_range_and_correlation_claims(tiny_params_dict, paper_params):
     assert [result.verdict for result in at_tiny] == [OTHER_SCALE, CONTRADICTED, CONTRADICTED]
 
 
+def test_seeds_across_which_a_banded_metric_did_not_vary_are_read_against_the_band(tiny_params_dict):
+    """An untrained model's alignment is the same at every seed: the interval has no width, which is no evidence
+    of the noise, so the band decides as for one run each; a metric that varied keeps its interval."""
+    from pipeline.reporting.seed_record import settings_digest
+
+    alignment = order_claim(id="alignment", metric="analysis:alignment", lower_is_better=True, band=0.01,
+                            band_reason="stated")
+    files = {"reports/analysis/joint.json": {"alignment": 0.20}, "reports/analysis/ensemble.json": {"alignment": 0.25}}
+
+    def record(joint: list[float], ensemble: list[float]) -> SeedRecord:
+        values = {"joint": {"analysis:alignment": joint}, "ensemble": {"analysis:alignment": ensemble}}
+        return SeedRecord("tiny", tiny_params_dict["backbone"]["name"], settings_digest(tiny_params_dict), [42, 1, 2], values)
+
+    (still,) = evaluate(claims_file(alignment), tiny_params_dict, files, record=record([0.20] * 3, [0.25] * 3))
+    assert still.verdict == HOLDS and "nothing varied across the seeds" in still.comparisons[0].note
+    files["reports/analysis/joint.json"] = {"alignment": 0.245}
+    (inside,) = evaluate(claims_file(alignment), tiny_params_dict, files, record=record([0.245] * 3, [0.25] * 3))
+    assert inside.verdict == INCONCLUSIVE  # 0.005 better: inside the band
+    (varied,) = evaluate(claims_file(alignment), tiny_params_dict, files, record=record([0.245, 0.10, 0.30], [0.25] * 3))
+    assert varied.verdict == INCONCLUSIVE and varied.comparisons[0].note is None and varied.comparisons[0].interval[1] > 0.1
+
+
 def test_a_metric_without_resamples_is_judged_against_its_band(tiny_params_dict):
     alignment = order_claim(id="alignment", metric="analysis:alignment", lower_is_better=True, band=0.01,
                             band_reason="stated")

@@ -542,13 +542,20 @@ class ComparisonClaim(ClaimSpec):
     def _judge_unresampled(self, pair: Comparison, arms: list[Arm], margin: float) -> Comparison:
         """A metric without resamples (alignment, E_CLS, an MTEB mean): across seeds when both arms have
         two or more, against the margin widened by the band; one run each, the point difference against
-        the band alone, and no interval is printed for it."""
+        the band alone, and no interval is printed for it. Seeds across which nothing varied (an untrained
+        model, a quantity the training does not move at this precision) are read as one run: the band says
+        what difference counts, as it does for one run each."""
         band = self.band or 0.0
         if len(arms[0].values) >= 2 and len(arms[1].values) >= 2:
             estimate = compare_arms(arms[0].values, arms[1].values, 0.0, paired=paired(arms[0], arms[1]))
             pair.interval = estimate.interval
             pair.estimate = flipped(estimate) if self.lower_is_better else estimate
-            pair.verdict = INCONCLUSIVE if pair.estimate.degenerate else interval_verdict(pair.estimate.interval, margin, band)
+            if not pair.estimate.degenerate:
+                pair.verdict = interval_verdict(pair.estimate.interval, margin, band)
+                return pair
+            point = pair.estimate.difference
+            pair.verdict = interval_verdict((point, point), margin, band)
+            pair.note = "nothing varied across the seeds: the point difference against the band"
             return pair
         improvement = -pair.difference if self.lower_is_better else pair.difference
         pair.verdict = interval_verdict((improvement, improvement), margin, band)
