@@ -8,6 +8,8 @@ value and what is allowed.
 
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -418,9 +420,32 @@ def describe_validation_error(error: ValidationError, source: str) -> str:
     return f"{key}{shown}: {message}".replace("\n", " ")
 
 
-def parse_params(raw: dict[str, Any]) -> Params:
+# Settings a past version had and this one no longer reads, with what replaced them: refused in the params a
+# stage runs with (one line naming the replacement), dropped from a past run's (an experiment, a seed record).
+RETIRED_SETTINGS = {
+    "data.mirror": "where the data comes from is an environment choice now: set PIPELINE_DATA_MIRROR (docs/reproducing.md)",
+}
+
+
+def _without_retired(raw: dict[str, Any], of_a_past_run: bool) -> dict[str, Any]:
+    kept = copy.deepcopy(raw)
+    for key, replacement in RETIRED_SETTINGS.items():
+        *parents, leaf = key.split(".")
+        node = kept
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node:
+            if not of_a_past_run:
+                raise PipelineError(f"invalid params: {key} is retired: {replacement}; remove it from params.yaml")
+            del node[leaf]
+    return kept
+
+
+def parse_params(raw: dict[str, Any], of_a_past_run: bool = False) -> Params:
     """Validated settings; a PipelineError naming the first problem: a wrong key or value (pydantic's
-    ValidationError, described in one line) or a broken rule (`pipeline.settings_rules`)."""
+    ValidationError, described in one line), a retired key (`RETIRED_SETTINGS`; dropped instead when the
+    params are `of_a_past_run`, which may predate its retirement) or a broken rule (`pipeline.settings_rules`)."""
+    raw = _without_retired(raw, of_a_past_run) if isinstance(raw, dict) else raw
     try:
         return Params.model_validate(raw)
     except ValidationError as error:

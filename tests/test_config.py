@@ -209,3 +209,16 @@ def test_no_test_reads_the_workspace_params():
     needle = "REPO_ROOT / " + '"params.yaml"'  # split, so this file does not match itself
     readers = [path.name for path in (REPO_ROOT / "tests").glob("test_*.py") if needle in path.read_text(encoding="utf-8")]
     assert readers == []
+
+
+def test_a_retired_setting_is_refused_in_a_stages_params_and_dropped_from_a_past_runs():
+    """data.mirror moved to PIPELINE_DATA_MIRROR: params.yaml that still sets it stops with one line naming the
+    replacement; an experiment recorded before the move is still read (the report, the seed record)."""
+    from conftest import tiny_preset
+
+    old = tiny_preset()
+    old["data"]["mirror"] = "../shared/data"
+    with pytest.raises(PipelineError, match=r"data.mirror is retired: .*PIPELINE_DATA_MIRROR.*; remove it from params.yaml"):
+        parse_params(old)
+    assert parse_params(old, of_a_past_run=True) == parse_params(tiny_preset())
+    assert old["data"]["mirror"] == "../shared/data"  # the caller's dict is left as it was

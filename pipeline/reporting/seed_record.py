@@ -43,7 +43,7 @@ def settings_digest(params: dict[str, Any]) -> str:
     """A digest of every setting that changes results: runs of one arm have the same. The params are
     read as the stages read them (defaults filled in), so params.yaml as written and as loaded agree."""
     try:
-        params = parse_params(params).model_dump(mode="json")
+        params = parse_params(params, of_a_past_run=True).model_dump(mode="json")
     except PipelineError:  # a run of another version's settings: its params as written
         pass
     kept = {key: value for key, value in dotted_leaves(params).items()

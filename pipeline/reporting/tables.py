@@ -249,7 +249,7 @@ def _invalid_here(params: dict[str, Any], requirements: list[Requirement]) -> st
             node = node[part]
         node[leaf] = wanted.value
     try:
-        parse_params(changed)
+        parse_params(changed, of_a_past_run=True)  # a run's params: an experiment may predate a retired key
     except PipelineError as error:
         return str(error).removeprefix("invalid params: ")
     return None
