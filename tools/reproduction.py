@@ -231,7 +231,7 @@ def environment_differences(expected: Revision, actual: Revision, keys: tuple[st
                 continue
             before, after = dotted_leaves(environment.get(key), f"{key}."), dotted_leaves(current.get(key), f"{key}.")
             leaves = [leaf for leaf in sorted(before.keys() | after.keys()) if before.get(leaf) != after.get(leaf)]
-            found[key] = [f"{fact_line(leaf.rstrip('.'), before.get(leaf), after.get(leaf))} ({path})" for leaf in leaves]
+            found[key] = [f"{fact_line(leaf, before.get(leaf), after.get(leaf))} ({path})" for leaf in leaves]
     return dict(sorted(found.items()))
 
 
