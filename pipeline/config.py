@@ -155,8 +155,13 @@ class OptimSettings(Section):
     eval_at_end: bool = Field(True, description="also evaluate (and maybe select) the weights of the last step")
     save_every: int = Field(250, ge=1)
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
-    compile: Literal["auto", "on", "off"] = Field(
-        "auto", description="run the model's forward through torch.compile; auto = on CUDA only"
+    compile: Literal["auto", "on", "graphs", "off"] = Field(
+        "auto", description="on: the whole objective compiled as one graph (batches padded to fixed widths); graphs: "
+        "and captured as CUDA graphs (CUDA only); auto = graphs on CUDA, off on a CPU (pipeline/training/compiled.py)"
+    )
+    deterministic: bool = Field(
+        False, description="deterministic CUDA kernels (about 11% slower on the twin step); CPU kernels are "
+        "deterministic anyway at a fixed thread count"
     )
     precision: Literal[PRECISIONS] = Field(  # type: ignore[valid-type]
         "fp32", description="bf16 | fp16 autocast (fp16 with a gradient scaler), CUDA only; fp32 on any device"

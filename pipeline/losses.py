@@ -21,8 +21,10 @@ Readings of the equations, where the papers leave room (see also docs/method.md)
   sim(a[i], b[i]) are masked like self-similarities in L_NCE, and row i's target is the other
   view i^1 of the same sentence in the other tower. Rows are the first argument's vectors, so
   ICNCE(a, b) ≠ ICNCE(b, a); that asymmetry is what JTCSE's direction R picks (Eq. 12).
-- JTCSE's R ∈ {0, 1} (Eq. 12) selects one direction, so only that direction's two ICNCE terms
-  are computed.
+- JTCSE's R ∈ {0, 1} (Eq. 12) selects one direction. Given as a 0-dim tensor (the training
+  step's, so that one compiled graph serves both draws) both directions are computed and mixed,
+  R·forward + (1 − R)·backward: with R exactly 0 or 1 the value and the gradient are the selected
+  direction's, bit for bit (the other's enter multiplied by an exact zero).
 - GS-InfoNCE (GS-InfoNCE Eq. 2): λ·Σ_k exp(sim(g_k, h_i)/τ) is appended as M extra logits
   sim(g_k, h_i)/τ + log λ; M defaults to 3 × the number of sentences the loss sees (N, not the 2N
   views); fresh noise is drawn on every call.
@@ -85,14 +87,19 @@ class GaussianNegatives:
     def __post_init__(self):
         validate_gaussian(self.count, self.std, self.weight)
 
-    def logits(self, anchors: torch.Tensor, temperature: float, num_sentences: int) -> torch.Tensor:
-        """sim(g_k, h_i)/τ + log λ for every anchor row and noise vector: (R, M)."""
+    def draw(self, num_sentences: int, dim: int, device: torch.device | None = None) -> torch.Tensor:
+        """The M noise vectors of one call (M × dim), from `generator` (on its device), else on `device`."""
         count = 3 * num_sentences if self.count is None else self.count
-        device = anchors.device if self.generator is None else self.generator.device
-        noise = torch.normal(
-            self.mean, self.std, (count, anchors.shape[-1]), generator=self.generator, device=device
-        ).to(anchors)
-        return cosine_matrix(anchors, noise) / temperature + math.log(self.weight)
+        where = device if self.generator is None else self.generator.device
+        return torch.normal(self.mean, self.std, (count, dim), generator=self.generator, device=where)
+
+    def logits(self, anchors: torch.Tensor, temperature: float, num_sentences: int,
+               noise: torch.Tensor | None = None) -> torch.Tensor:
+        """sim(g_k, h_i)/τ + log λ for every anchor row and noise vector: (R, M). `noise`: drawn
+        beforehand (`draw`, outside a compiled step); None draws it now."""
+        if noise is None:
+            noise = self.draw(num_sentences, anchors.shape[-1], anchors.device)
+        return cosine_matrix(anchors, noise.to(anchors)) / temperature + math.log(self.weight)
 
 
 def _cross_entropy(
@@ -127,11 +134,13 @@ def info_nce_logits(
     positives: torch.Tensor,
     temperature: float = TEMPERATURE,
     gaussian: GaussianNegatives | None = None,
+    noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`info_nce`'s logits (N × N, then the M Gaussian columns when `gaussian` is given) and targets."""
+    """`info_nce`'s logits (N × N, then the M Gaussian columns when `gaussian` is given: of `noise`
+    when drawn beforehand) and targets."""
     logits = cosine_matrix(anchors, positives) / temperature
     if gaussian is not None:
-        logits = torch.cat([logits, gaussian.logits(anchors, temperature, len(anchors))], dim=1)
+        logits = torch.cat([logits, gaussian.logits(anchors, temperature, len(anchors), noise)], dim=1)
     return logits, torch.arange(len(anchors), device=anchors.device)
 
 
@@ -227,17 +236,22 @@ def draw_direction(generator: torch.Generator | None = None) -> int:
 def joint_icnce(
     last_cls: torch.Tensor,
     cross_cls: torch.Tensor,
-    direction: int,
+    direction: int | torch.Tensor,
     temperature: float = TEMPERATURE,
     gaussian: GaussianNegatives | None = None,
 ) -> torch.Tensor:
     """JTCSE's ICNCE (Eq. 12) for a drawn R = `direction`:
 
     R·(ICNCE(h_I, h_II) + ICNCE(c_I, c_II)) + (1 − R)·(ICNCE(h_II, h_I) + ICNCE(c_II, c_I)).
+    An int computes the selected direction only; a 0-dim tensor both, mixed (one graph for either R).
     """
-    first, second = (0, 1) if direction == 1 else (1, 0)
-    on_last_cls = icnce(last_cls[first], last_cls[second], temperature, gaussian)
-    return on_last_cls + icnce(cross_cls[first], cross_cls[second], temperature, gaussian)
+    def one_way(first: int, second: int) -> torch.Tensor:
+        on_last_cls = icnce(last_cls[first], last_cls[second], temperature, gaussian)
+        return on_last_cls + icnce(cross_cls[first], cross_cls[second], temperature, gaussian)
+
+    if not isinstance(direction, torch.Tensor):
+        return one_way(0, 1) if direction == 1 else one_way(1, 0)
+    return direction * one_way(0, 1) + (1 - direction) * one_way(1, 0)
 
 
 # ---- the twin objective's terms: one table ------------------------------------------------------------
@@ -256,9 +270,10 @@ class ObjectiveInputs:
     temperature: float = TEMPERATURE
     norm_factor: float = NORM_FACTOR
     gaussian: GaussianNegatives | None = None
-    generator: torch.Generator | None = None  # JTCSE's direction R
+    generator: torch.Generator | None = None  # JTCSE's direction R is drawn from it, unless given as `direction`
     norm_input: str = "pooler"
     ictn_kernel: IctnKernel = ictn  # the benchmark's baseline passes the released code's per-sample loop
+    direction: torch.Tensor | None = None  # JTCSE's R drawn beforehand (a compiled step's input)
 
 
 @dataclass(frozen=True)
@@ -299,7 +314,8 @@ def _interaction_nce(inputs: ObjectiveInputs) -> torch.Tensor:
     last_cls, cross_cls = inputs.out.last_cls, inputs.out.cross_cls
     if cross_cls is None:
         return icnce(last_cls[0], last_cls[1], inputs.temperature, inputs.gaussian)
-    return joint_icnce(last_cls, cross_cls, draw_direction(inputs.generator), inputs.temperature, inputs.gaussian)
+    direction = draw_direction(inputs.generator) if inputs.direction is None else inputs.direction
+    return joint_icnce(last_cls, cross_cls, direction, inputs.temperature, inputs.gaussian)
 
 
 def _tensor_norm(inputs: ObjectiveInputs) -> torch.Tensor:
@@ -345,18 +361,20 @@ def twin_objective(
     generator: torch.Generator | None = None,
     norm_input: str = "pooler",
     ictn_kernel: IctnKernel = ictn,
+    direction: torch.Tensor | None = None,
 ) -> LossTerms:
     """The TNCSE objective when `out.cross_cls` is None, else the JTCSE objective.
 
     TNCSE (Eq. 8):  L = L_NCE(I) + L_NCE(II) + ICNCE(h_I, h_II) + ICTN
-    JTCSE (Eq. 15): L = L_NCE(I) + L_NCE(II) + ICNCE_J + ICTM, ICNCE_J of Eq. 12 with R drawn from
-    `generator` (seed it alike on every DDP rank).
+    JTCSE (Eq. 15): L = L_NCE(I) + L_NCE(II) + ICNCE_J + ICTM, ICNCE_J of Eq. 12 with R = `direction`
+    (a 0-dim 0./1. tensor drawn beforehand) or, without it, drawn from `generator` (seed it alike on every
+    DDP rank).
     `losses` switches terms by name (`LOSS_TERM_TABLE`; None = every term), summed in the table's order.
     Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term;
     `norm_input` picks the norms of the tensor-norm term (`norm_vectors`); `ictn_kernel` computes it.
     """
     selected = validate_loss_names(LOSS_TERM_TABLE if losses is None else losses)
-    inputs = ObjectiveInputs(out, temperature, norm_factor, gaussian, generator, norm_input, ictn_kernel)
+    inputs = ObjectiveInputs(out, temperature, norm_factor, gaussian, generator, norm_input, ictn_kernel, direction)
     terms = {name: term.compute(inputs) for name, term in LOSS_TERM_TABLE.items() if name in selected}
     return LossTerms(total=sum(terms.values()), terms=terms)
 

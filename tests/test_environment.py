@@ -47,7 +47,7 @@ def data_files(tmp_path) -> list[Path]:
 
 def test_the_record_holds_every_field_from_the_runtime(tiny_params_dict, data_files, tmp_path):
     params = parse_params(tiny_params_dict)
-    record = environment_record(CPU, params, [*data_files, tmp_path / "absent.txt"], Compute("fp32", False, 1, 16))
+    record = environment_record(CPU, params, [*data_files, tmp_path / "absent.txt"], Compute("fp32", "off", 1, 16))
     assert set(record) == RECORD_KEYS and set(record["versions"]) == VERSION_KEYS
     versions = record["versions"]
     assert versions["torch"] == torch.__version__
@@ -67,23 +67,23 @@ def test_the_record_holds_every_field_from_the_runtime(tiny_params_dict, data_fi
     assert hashes[(tmp_path / "absent.txt").as_posix()] is None
     assert record["sick_splits"] == ["train", "trial"]
     tiny_params_dict["data"]["add_sick"] = False
-    assert environment_record(CPU, parse_params(tiny_params_dict), data_files, Compute("fp32", False, 1, 16))["sick_splits"] == []
+    assert environment_record(CPU, parse_params(tiny_params_dict), data_files, Compute("fp32", "off", 1, 16))["sick_splits"] == []
 
 
 def test_two_calls_in_the_same_environment_give_the_same_record(tiny_params_dict, data_files):
     """What goes into DVC outputs repeats: same bytes, so dvc.lock repeats."""
     params = parse_params(tiny_params_dict)
     context = run_context("cpu")
-    first = environment_record(context.device, params, data_files, training_compute(params.pretrain, context, False))
-    second = environment_record(context.device, params, data_files, training_compute(params.pretrain, context, False))
+    first = environment_record(context.device, params, data_files, training_compute(params.pretrain, context, "off"))
+    second = environment_record(context.device, params, data_files, training_compute(params.pretrain, context, "off"))
     assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
 
 
 def test_the_training_compute_is_the_resolved_precision_and_the_per_device_batch(tiny_params_dict):
     params = parse_params(tiny_params_dict)
-    compute = training_compute(params.pretrain, RunContext(CPU, None, rank=0, world_size=2), True)
-    assert compute == Compute("fp32", True, 2, params.pretrain.batch_size // 2)
-    assert training_compute(params.pretrain, RunContext(CPU, torch.bfloat16), False).precision == "bf16"
+    compute = training_compute(params.pretrain, RunContext(CPU, None, rank=0, world_size=2), "module")
+    assert compute == Compute("fp32", "module", 2, params.pretrain.batch_size // 2)
+    assert training_compute(params.pretrain, RunContext(CPU, torch.bfloat16), "off").precision == "bf16"
 
 
 def git(root: Path, *arguments: str) -> str:

@@ -45,27 +45,28 @@ RUN_OUTPUTS = ("reports/", "dvc.lock")
 
 @dataclass(frozen=True)
 class Compute:
-    """How a stage computed: its precision, torch.compile as resolved, the DDP world, the rows
+    """How a stage computed: its precision, torch.compile as resolved (`off`, or the step's compiled mode:
+    `module`, `whole`, `graphs`; pipeline/training/compiled.py), the DDP world, the rows
     each device takes per micro-batch (None where batches are made by a token budget) and whether
     layer activations were recomputed in the backward (activation checkpointing)."""
 
     precision: str
-    compiled: bool
+    compile: str
     world_size: int
     per_device_batch: int | None
     activation_checkpointing: bool = False
 
 
-def training_compute(settings: OptimSettings, context: RunContext, compiled: bool) -> Compute:
+def training_compute(settings: OptimSettings, context: RunContext, compile_mode: str) -> Compute:
     """A training stage's `Compute`: `settings.batch_size` is the global batch, split over the ranks
     (`pipeline.training.batching`: rank r takes rows r, r + world, ...; the first ranks take one more row
     when it does not divide)."""
     per_device = -(-settings.batch_size // context.world_size)
-    return Compute(context.precision, compiled, context.world_size, per_device, settings.activation_checkpointing)
+    return Compute(context.precision, compile_mode, context.world_size, per_device, settings.activation_checkpointing)
 
 
 # The evaluate stage embeds in fp32, uncompiled, in one process, in batches of a token budget.
-EVALUATION_COMPUTE = Compute("fp32", False, 1, None)
+EVALUATION_COMPUTE = Compute("fp32", "off", 1, None)
 
 
 def training_data(params: Params, towers: Sequence[str] | None = None) -> list[Path]:
@@ -158,7 +159,7 @@ def environment_record(device: torch.device, params: Params, data_files: Sequenc
         # the `threads` setting as applied (apply_threads): another count, other weights
         "threads": torch.get_num_threads(),
         "precision": compute.precision,
-        "compile": "on" if compute.compiled else "off",
+        "compile": compute.compile,
         "world_size": compute.world_size,
         "per_device_batch": compute.per_device_batch,
         "activation_checkpointing": "on" if compute.activation_checkpointing else "off",

@@ -138,17 +138,20 @@ def apply_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, deterministic: bool = True) -> None:
     """Same seed, same machine, same thread count → same weights (docs/reproducing.md). CPU kernels are
     deterministic for a fixed thread count, which every stage fixes first (`apply_threads`, the
-    `threads` setting; logged here); the flag below makes CUDA pick deterministic kernels too
-    (cuBLAS needs its workspace setting for that), warning where an op has none."""
+    `threads` setting; logged here); `deterministic` makes CUDA pick deterministic kernels too
+    (cuBLAS needs its workspace setting for that), warning where an op has none. On CUDA they cost
+    time (the twin step about 11%, docs/scaling.md), so training asks for them only where its
+    `deterministic` setting does."""
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    log.info("seed %d, %d CPU threads, deterministic algorithms", seed, torch.get_num_threads())
+    torch.use_deterministic_algorithms(deterministic, warn_only=True)
+    log.info("seed %d, %d CPU threads, %s algorithms", seed, torch.get_num_threads(),
+             "deterministic" if deterministic else "non-deterministic CUDA")
 
 
 def peak_rss_mb() -> float:

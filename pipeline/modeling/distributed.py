@@ -47,6 +47,11 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 GLOBAL_BATCH_ATTENTION = "pipeline_global_batch_eager"  # the attention implementation `shard_dropout` sets
 
 
+def process_count() -> int:
+    """The processes a gathered loss spans (the process group's size; 1 without DDP)."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
 def gather_with_grad(x: torch.Tensor, dim: int = 0) -> torch.Tensor:
     """Concatenate `x` from every rank along `dim` (rank order); identity without DDP."""
     if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:

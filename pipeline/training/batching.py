@@ -5,7 +5,9 @@ sentence once per distinct teacher tokenizer). `TokenizedExamples` tokenizes eve
 truncated to `max_length`, and keeps the ids as flat tensors; `epoch_batches` gives the seeded
 order of one epoch (uniform random batches, or length-bucketed ones); `batch_loader` is the
 `DataLoader` that turns those index lists into one padded {input_ids, attention_mask} per column
-(dynamic padding: to the longest row of the batch), in pinned memory on CUDA.
+(dynamic padding: to the longest row of the batch; with `pad_multiple`, up to the next multiple of
+it, at most `max_length`, so that a compiled step sees a few fixed widths and captures each once —
+padding changes no result, the attention mask hides it), in pinned memory on CUDA.
 """
 
 from __future__ import annotations
@@ -118,15 +120,28 @@ def steps_per_epoch(sampling: str, count: int, batch_size: int, grad_accum: int,
     return math.ceil(batches / grad_accum)
 
 
+def padded_width(longest: int, pad_multiple: int | None, max_length: int) -> int:
+    """The width a batch whose longest row has `longest` tokens is padded to: `longest` (dynamic
+    padding), or with `pad_multiple` the next multiple of it, at most `max_length`."""
+    if pad_multiple is None:
+        return longest
+    return min(-(-longest // pad_multiple) * pad_multiple, max(max_length, longest))
+
+
+def fixed_widths(pad_multiple: int, max_length: int) -> list[int]:
+    """Every width `padded_width` can give under `pad_multiple` (what a compiled step captures)."""
+    return sorted({padded_width(longest, pad_multiple, max_length) for longest in range(1, max_length + 1)})
+
+
 def pad_batch(token_ids: Sequence[Sequence[int] | torch.Tensor], pad_id: int,
-              device: torch.device | None = None) -> dict[str, torch.Tensor]:
-    """Pad to the longest sequence of this batch (dynamic padding); on `device` when given."""
-    width = max(len(ids) for ids in token_ids)
+              device: torch.device | None = None, width: int | None = None) -> dict[str, torch.Tensor]:
+    """Pad to the longest sequence of this batch (dynamic padding), or to `width`; on `device` when given."""
+    lengths = torch.tensor([len(ids) for ids in token_ids])
+    width = int(lengths.max()) if width is None else width
     input_ids = torch.full((len(token_ids), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(token_ids), width), dtype=torch.long)
-    for row, ids in enumerate(token_ids):
-        input_ids[row, : len(ids)] = torch.as_tensor(ids)
-        attention_mask[row, : len(ids)] = 1
+    attention_mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+    flat = [torch.as_tensor(ids, dtype=torch.long) for ids in token_ids]
+    input_ids[attention_mask.bool()] = torch.cat(flat) if flat else torch.empty(0, dtype=torch.long)
     if device is None:
         return {"input_ids": input_ids, "attention_mask": attention_mask}
     return {"input_ids": input_ids.to(device), "attention_mask": attention_mask.to(device)}
@@ -136,10 +151,12 @@ class TokenizedExamples(Dataset):
     """The examples tokenized once: per column, every example's ids in one flat tensor plus offsets.
 
     Item i is the tuple of example i's id tensors (one per column); `collate` pads a list of items
-    into a `Batch`. `lengths` (column 0's) drive length bucketing.
+    into a `Batch` (to `padded_width` under `pad_multiple`). `lengths` (column 0's) drive length bucketing.
     """
 
-    def __init__(self, tokenizer: Tokenizers, examples: Sequence[Sequence[str]], max_length: int):
+    def __init__(self, tokenizer: Tokenizers, examples: Sequence[Sequence[str]], max_length: int,
+                 pad_multiple: int | None = None):
+        self.max_length, self.pad_multiple = max_length, pad_multiple
         columns = tokenize_columns(tokenizer, examples, max_length)
         self.pad_ids = [t.pad_token_id for t in column_tokenizers(tokenizer, len(columns))]
         self.lengths = [len(ids) for ids in columns[0]]
@@ -153,7 +170,8 @@ class TokenizedExamples(Dataset):
         return tuple(flat[offsets[index] : offsets[index + 1]] for flat, offsets in zip(self._flat, self._offsets))
 
     def collate(self, items: Sequence[tuple[torch.Tensor, ...]]) -> Batch:
-        return [pad_batch(column, pad_id) for column, pad_id in zip(zip(*items), self.pad_ids)]
+        return [pad_batch(column, pad_id, width=padded_width(max(map(len, column)), self.pad_multiple, self.max_length))
+                for column, pad_id in zip(zip(*items), self.pad_ids)]
 
 
 def batch_loader(data: TokenizedExamples, batches: Sequence[Sequence[int]], device: torch.device,
@@ -167,6 +185,14 @@ def batch_loader(data: TokenizedExamples, batches: Sequence[Sequence[int]], devi
     collate = data.collate if world_size == 1 else lambda items: shard_rows(data.collate(items), rank, world_size)
     return DataLoader(data, batch_sampler=batches, collate_fn=collate, pin_memory=device.type == "cuda",
                       generator=torch.Generator())
+
+
+def host_to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor made inside a step (noise, a drawn direction) on `device` without waiting: pinned
+    first on CUDA, since a copy from pageable memory blocks the host until the GPU has done it."""
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:

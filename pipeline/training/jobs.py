@@ -40,7 +40,8 @@ from pipeline.execution.runtime import resolve_device, run_context, with_precisi
 from pipeline.settings_rules import validate_precision
 from pipeline.training.batching import check_world_size
 from pipeline.training.contract import TrainingTask
-from pipeline.training.loop import DevScore, RunSpec, TrainingResult, planned_steps, train, use_compile
+from pipeline.training.compiled import step_compilation
+from pipeline.training.loop import DevScore, RunSpec, TrainingResult, planned_steps, train
 from pipeline.training.tasks import (
     DistillTask, FrozenEnsemble, SimCSETask, TwinTask, distill_examples, distinct_tokenizers, gaussian_negatives,
 )
@@ -338,7 +339,8 @@ def train_and_report(job: TrainingJob, task: TrainingTask, examples: Sequence[Ex
                    run_fingerprint(settings, job.lr, params, examples, job.starts_from), dev_score)
     result = train(task, examples, settings, spec, context)
     if context.is_main:
-        compute = training_compute(settings, context, use_compile(settings.compile, context.device))
+        compilation = step_compilation(settings.compile, context.device, context.world_size, settings.grad_accum)
+        compute = training_compute(settings, context, compilation.mode)
         write_training_report(
             result, paths.TRAINING_REPORTS / f"{job.name}.json", paths.TRAINING_REPORTS / f"{job.name}.csv",
             paths.TRAINING_DETAILS / f"{job.name}.json", environment_record(context.device, params, job.data, compute),

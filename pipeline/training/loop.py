@@ -18,7 +18,9 @@ setting: bf16/fp16 autocast on CUDA, fp16 with a gradient scaler, or fp32) from 
 loss stays on the device: it is read to the host every `LOSS_READ_EVERY` steps, before an
 evaluation, before a checkpoint and at the end (`LossLog`), so the host never waits for the GPU
 inside a step; a NaN/inf loss stops the run at that read with the step it first appeared at.
-With `compile` (`auto`: on CUDA) the model's forward runs through `torch.compile`.
+With `compile` (`auto`: CUDA graphs on CUDA, eager on a CPU) the task's whole objective is compiled as one
+graph and captured per fixed padded width (`compiled.py`); deterministic CUDA kernels only with
+`deterministic` (CPU kernels are deterministic anyway at a fixed thread count).
 Resume states (`<resume_dir>/step-<N>/`, `resume.py`) survive a kill; a rerun with
 the same fingerprint resumes from the newest readable one (a corrupt one is named and skipped). The
 resume folder is held by one run at a time (a second run of the same stage is refused).
@@ -50,6 +52,7 @@ from pipeline.io import atomic_directory, write_text_atomic
 from pipeline.modeling import checkpoint_activations
 from pipeline.modeling.distributed import Shard, shard_dropout
 from pipeline.execution.runtime import RunContext, peak_memory_mb, seed_everything
+from pipeline.training.compiled import LossFn, StepCompilation, compiled_loss, step_compilation
 from pipeline.training.batching import (
     Batch, TokenizedExamples, batch_loader, check_world_size, epoch_batches, steps_per_epoch, to_device,
 )
@@ -64,7 +67,6 @@ log = logging.getLogger(__name__)
 COMPLETED_NOTE = "README"
 LOSS_READ_EVERY = 50  # steps between two reads of the loss from the device (one host-device sync each)
 
-LossFn = Callable[[nn.Module, Batch, int], dict[str, torch.Tensor]]
 LossHook = Callable[[torch.Tensor, int], torch.Tensor]  # (a micro-batch's loss, step) -> the loss to use
 DevScore = Callable[[nn.Module], float]  # model -> STS-B dev Spearman x 100 (model selection)
 
@@ -100,11 +102,6 @@ def make_optimizer(model: nn.Module, lr: float, weight_decay: float, device: tor
     """AdamW; on CUDA the fused kernel (one launch for all parameters instead of several per tensor)."""
     fused = True if device.type == "cuda" else None
     return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=fused)
-
-
-def use_compile(setting: str, device: torch.device) -> bool:
-    """`compile`: on, off, or auto = on for CUDA only (on CPU compiling costs more than it saves)."""
-    return setting == "on" or (setting == "auto" and device.type == "cuda")
 
 
 def planned_steps(
@@ -225,8 +222,8 @@ def training_step(
                 terms = {**terms, "loss": loss_hook(terms["loss"], step)}
             loss = terms["loss"] / len(micro_batches) * backward_scale
             (scaler.scale(loss) if scaler is not None else loss).backward()
-        for name, value in terms.items():
-            recorded.setdefault(name, []).append(value.detach())
+        for name, value in terms.items():  # a copy: a captured graph's outputs are overwritten by its next replay
+            recorded.setdefault(name, []).append(value.detach().clone())
     if max_grad_norm is not None:
         if scaler is not None:
             scaler.unscale_(optimizer)
@@ -266,15 +263,16 @@ class _Run:
         return best_model_folder(self.spec.resume_dir, self.best_step)
 
 
-def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext):
-    """The model on its device (under DDP with global-batch dropout; activation-checkpointed, compiled,
-    DDP-wrapped where set), AdamW and the schedule."""
-    model = task.model.to(context.device)
+def _prepare(task: TrainingTask, settings: OptimSettings, lr: float, total_steps: int, context: RunContext,
+             compilation: StepCompilation):
+    """The model on its device (under DDP with global-batch dropout; activation-checkpointed, its forward
+    compiled under DDP, DDP-wrapped where set), AdamW and the schedule."""
+    model = task.place(context.device)
     if context.world_size > 1:  # dropout masks drawn over the global batch, as one process draws them
         shard_dropout(model, Shard(context.rank, context.world_size))
     if settings.activation_checkpointing:
         checkpoint_activations(model)
-    if use_compile(settings.compile, context.device):
+    if compilation.mode == "module":
         model.compile()  # in place: the forward is compiled, names and state dict stay as they are
     optimizer = make_optimizer(model, lr, settings.weight_decay, context.device)
     scheduler = make_scheduler(optimizer, settings.schedule, settings.warmup_steps, total_steps)
@@ -387,10 +385,14 @@ def train(task: TrainingTask, examples: Sequence[Sequence[str]], settings: Optim
 
 def _train(task: TrainingTask, examples: Sequence[Sequence[str]], settings: OptimSettings, spec: RunSpec,
            context: RunContext) -> TrainingResult:
-    seed_everything(spec.seed)
-    data = TokenizedExamples(task.column_tokenizers, examples, settings.max_length)
+    seed_everything(spec.seed, deterministic=settings.deterministic or context.device.type != "cuda")
+    compilation = step_compilation(settings.compile, context.device, context.world_size, settings.grad_accum)
+    if compilation.note:
+        log.info("%s: %s", spec.description, compilation.note)
+    data = TokenizedExamples(task.column_tokenizers, examples, settings.max_length, compilation.pad_multiple)
     epoch_steps, total_steps = planned_steps(len(examples), settings, spec.description, context.world_size)
-    run = _Run(task, *_prepare(task, settings, spec.lr, total_steps, context), context, spec)
+    run = _Run(task, *_prepare(task, settings, spec.lr, total_steps, context, compilation), context, spec)
+    loss_fn = compiled_loss(task, compilation, settings.max_length)
     run.losses = LossLog(run.history, spec.description, spec.resume_dir)
     run.scaler = context.grad_scaler()
     _resume(run, total_steps)
@@ -403,7 +405,7 @@ def _train(task: TrainingTask, examples: Sequence[Sequence[str]], settings: Opti
     progress = tqdm(total=total_steps, initial=run.step, desc=spec.description, unit="step", disable=not context.is_main)
     while run.step < total_steps:
         for group in _epoch_groups(data, settings, spec.seed, run.step, epoch_steps, context):
-            terms = training_step(task.loss, run.model, run.optimizer, group, context, run.step,
+            terms = training_step(loss_fn, run.model, run.optimizer, group, context, run.step,
                                   max_grad_norm=settings.max_grad_norm, backward_scale=backward_scale,
                                   loss_hook=spec.loss_hook, scaler=run.scaler)
             run.scheduler.step()

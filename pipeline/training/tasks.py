@@ -34,9 +34,9 @@ from pipeline.modeling import (
     last_layer_cls,
     load_backbone,
 )
-from pipeline.training.batching import Batch, Tokenizers
+from pipeline.modeling.distributed import process_count
+from pipeline.training.batching import Batch, Tokenizers, host_to_device
 from pipeline.training.contract import TrainingTask
-
 
 
 def gaussian_negatives(settings: GaussianNegativesSettings, seed: int) -> losses.GaussianNegatives | None:
@@ -93,7 +93,16 @@ class SimCSETask(TrainingTask):
     def generators(self) -> dict[str, torch.Generator]:
         return noise_generators(self.gaussian)
 
-    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+    def step_inputs(self, step: int, batch: Batch) -> dict[str, torch.Tensor]:
+        """GS-InfoNCE's noise of this step, from the task's generator (the global batch's count)."""
+        if self.gaussian is None:
+            return {}
+        device = batch[0]["input_ids"].device
+        sentences = batch[0]["input_ids"].shape[0] * process_count()
+        noise = self.gaussian.draw(sentences, self.model.model.config.hidden_size)
+        return {"gaussian_noise": host_to_device(noise, device)}
+
+    def objective(self, model: nn.Module, batch: Batch, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if len(batch) == 1:
             ids, mask = batch[0]["input_ids"], batch[0]["attention_mask"]
             views = model(ids.repeat_interleave(2, 0), mask.repeat_interleave(2, 0)).pooler_output
@@ -102,7 +111,8 @@ class SimCSETask(TrainingTask):
             anchors = model(batch[0]["input_ids"], batch[0]["attention_mask"]).pooler_output
             positives = model(batch[1]["input_ids"], batch[1]["attention_mask"]).pooler_output
         anchors, positives = gather_with_grad(anchors), gather_with_grad(positives)
-        logits, targets = losses.info_nce_logits(anchors, positives, self.temperature, self.gaussian)
+        logits, targets = losses.info_nce_logits(anchors, positives, self.temperature, self.gaussian,
+                                                 inputs.get("gaussian_noise"))
         terms = {"loss": F.cross_entropy(logits, targets)}
         if self.gaussian is not None:  # logged: how much of the denominator the Gaussian negatives hold
             terms["gaussian_share"] = losses.gaussian_share(logits, logits.shape[1] - len(anchors))
@@ -154,13 +164,19 @@ class TwinTask(TrainingTask):
         twin.ictn = ictn
         return twin
 
-    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+    def step_inputs(self, step: int, batch: Batch) -> dict[str, torch.Tensor]:
+        """JTCSE's direction R of this step, drawn from (seed, step): identical on every rank and after a resume."""
+        if self.settings.cael == 0:
+            return {}
+        direction = losses.draw_direction(torch.Generator().manual_seed(self.seed * 1_000_003 + step))
+        return {"direction": host_to_device(torch.tensor(float(direction)), batch[0]["input_ids"].device)}
+
+    def objective(self, model: nn.Module, batch: Batch, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = model(batch[0]["input_ids"], batch[0]["attention_mask"]).gather()
-        # JTCSE's direction R is drawn per step from (seed, step): identical on every rank and after a resume
-        direction = torch.Generator().manual_seed(self.seed * 1_000_003 + step)
         objective = losses.twin_objective(
             out, losses=self.settings.losses, temperature=self.settings.temperature, norm_factor=self.settings.norm_factor,
-            gaussian=self.gaussian, generator=direction, norm_input=self.settings.norm_input, ictn_kernel=self.ictn,
+            gaussian=self.gaussian, norm_input=self.settings.norm_input, ictn_kernel=self.ictn,
+            direction=inputs.get("direction"),
         )
         return {"loss": objective.total, **objective.terms}
 
@@ -244,9 +260,12 @@ class DistillTask(TrainingTask):
     def column_tokenizers(self) -> Tokenizers:
         return self._column_tokenizers
 
-    def loss(self, model: nn.Module, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+    def place(self, device: torch.device) -> nn.Module:
+        self.teacher.to(device)
+        return super().place(device)
+
+    def objective(self, model: nn.Module, batch: Batch, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         ids, mask = batch[0]["input_ids"], batch[0]["attention_mask"]
-        self.teacher.to(ids.device)
         target = self.teacher([batch[column] for column in self.teacher_columns])
         return {"loss": losses.distillation_loss(model(ids, mask).last_cls, target)}
 
