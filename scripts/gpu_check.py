@@ -25,6 +25,7 @@ Bad arguments: one line, exit 2.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import functools
 import itertools
@@ -249,15 +250,19 @@ def correctness_checks(tiny: TinyTraining, device: torch.device, launch_result: 
             "every loss finite and max |loss - fp32 loss| / fp32 loss <= 5e-2 (autocast with the gradient scaler)",
             lambda: close("fp16", tiny.losses(device, "fp16"), fp32("cuda"), 5e-2, finite=True)),
         "compiled_matches_eager": (
-            "max |compiled loss - eager loss| / eager loss <= 1e-3 (fp32)",
+            "max |compiled loss - eager loss| / eager loss <= 1e-3 (fp32; the objective compiled as one graph, not captured)",
             lambda: close("compiled", tiny.losses(device, compile_mode="on"), fp32("cuda"), 1e-3)),
+        "cuda_graphs_match_eager": (
+            "max |captured loss - eager loss| / eager loss <= 1e-3 (fp32; compile: graphs, batches at fixed padded widths)",
+            lambda: close("captured", tiny.losses(device, compile_mode="graphs"), fp32("cuda"), 1e-3)),
     }
     results = []
     for name, (tolerance, compute) in checks.items():
         if cuda:
             results.append(attempted(name, tolerance, compute))
         else:
-            why = " (compile: auto compiles on CUDA only)" if name == "compiled_matches_eager" else ""
+            why = (" (compile: auto compiles on CUDA only)" if name == "compiled_matches_eager"
+                   else " (CUDA graphs)" if name == "cuda_graphs_match_eager" else "")
             results.append(skipped(name, tolerance, SKIPPED_NO_CUDA + why))
 
     def recompute() -> tuple[bool, dict]:
@@ -454,53 +459,134 @@ def time_calls(function: Callable[[], object], calls: int, device: torch.device)
     return elapsed / calls, memory.peak_mb
 
 
+def stage_section(kind: str, settings):
+    """The optimisation settings of the stage a training item runs (the twin kinds share `train`)."""
+    return {"pretrain": settings.pretrain, "distill": settings.distill.teachers["joint"]}.get(kind, settings.train)
+
+
+def reference_step(task, model: torch.nn.Module, batch, inputs: dict, lr: float, max_grad_norm: float | None,
+                   context) -> Callable[[], None]:
+    """A plain step beside the project's (issue 58): a copy of the same model and the same objective,
+    compiled whole with CUDA graphs (torch.compile's reduce-overhead), fixed inputs already on the device,
+    fused AdamW; zero_grad, forward, backward, the stage's clip, step — no loop, no schedule, nothing logged or read back."""
+    plain = copy.deepcopy(model)
+    optimizer = torch.optim.AdamW(plain.parameters(), lr=lr, fused=True)
+
+    def objective(module, batch, inputs):  # its own code object: compiled apart from the project's step
+        return task.objective(module, batch, inputs)
+
+    compiled = torch.compile(objective, fullgraph=True, dynamic=False, mode="reduce-overhead")
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)  # first: the last step's gradients live in the graphs' memory
+        torch.compiler.cudagraph_mark_step_begin()
+        with context.autocast():
+            loss = compiled(plain, batch, inputs)["loss"]
+        loss.backward()
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(plain.parameters(), max_grad_norm)
+        optimizer.step()
+
+    return step
+
+
+def interleaved_seconds(steps: dict[str, Callable[[], None]], calls: int, rounds: int, device: torch.device) -> dict:
+    """Seconds per call of each step, timed in `rounds` alternating rounds of `calls` calls (a drift of the
+    machine's clock or temperature falls on both alike), with each one's peak memory."""
+    from tools.benchmark.timing import PeakMemory
+
+    totals = {name: 0.0 for name in steps}
+    peaks = {name: math.nan for name in steps}
+    for _ in range(rounds):
+        for name, function in steps.items():
+            with PeakMemory(device) as memory:
+                synchronize(device)
+                started = time.perf_counter()
+                for _ in range(calls):
+                    function()
+                synchronize(device)
+                totals[name] += time.perf_counter() - started
+            peaks[name] = memory.peak_mb if math.isnan(peaks[name]) else max(peaks[name], memory.peak_mb)
+    return {name: (totals[name] / (calls * rounds), peaks[name]) for name in steps}
+
+
 def training_item(kind: str, backbone: Path, settings, batch_size: int, max_length: int, checkpointing: bool,
                   sentences: list[str], context, mode: Mode, peak: float | None, profile: bool) -> dict:
-    """One stage's optimizer step (the bench's: `make_task`, the loop's `training_step` and AdamW) at a shape,
-    compiled as the stage compiles it (`compile: auto` = on CUDA), in `context`'s precision."""
+    """One stage's optimizer step as the training loop takes it here: `compile: auto` resolved
+    (`pipeline.training.compiled`: on CUDA the whole objective as one graph, captured per fixed padded width),
+    the typical batch padded to its fixed width, the loop's `training_step` with the stage's clip and gradient
+    scaler, AdamW and its schedule, in `context`'s precision. On CUDA the plain `reference_step` at the same
+    shape is timed beside it, in alternating rounds: `ratio_to_reference` is the project's steps/s over the
+    reference's."""
     from transformers import AutoTokenizer
 
     from tools.benchmark.timing_inputs import typical_batch
-    from tools.benchmark.step import bench_optimizer, timed_step
     from tools.benchmark.timing import free_memory
     from tools.benchmark.training_grid import make_task
     from pipeline.modeling import checkpoint_activations
-    from pipeline.training.loop import use_compile
+    from pipeline.training.batching import pad_batch, padded_width
+    from pipeline.training.compiled import compiled_loss, step_compilation
+    from pipeline.training.loop import make_optimizer, make_scheduler, training_step
 
     device = context.device
+    torch._dynamo.reset()  # each item compiles its own graphs, within the recompile limit
     task, lr = make_task(kind, backbone, settings)
-    model = task.model.to(device).train()
+    section = stage_section(kind, settings)
+    model = task.place(device).train()
     if checkpointing:
         checkpoint_activations(model)
-    optimizer = bench_optimizer(model, lr, device)
-    batch = typical_batch(AutoTokenizer.from_pretrained(backbone), sentences, batch_size, max_length, settings.seed, device)
+    compilation = step_compilation("auto", device)  # what the stage's `compile: auto` runs on this device
+    optimizer = make_optimizer(model, lr, section.weight_decay, device)
+    scheduler = make_scheduler(optimizer, "constant", 0, 1)
+    scaler = context.grad_scaler()
+    typical = typical_batch(AutoTokenizer.from_pretrained(backbone), sentences, batch_size, max_length, settings.seed, device)
+    width = padded_width(typical.width, compilation.pad_multiple, max_length)
+    batch = [pad_batch(typical.token_ids, typical.pad_id, device, width=width)]
+    loss_fn = compiled_loss(task, compilation, max_length)
     steps = itertools.count()
 
-    def step() -> None:
-        timed_step(task, model, optimizer, batch.dynamic(), context, next(steps))
+    def step(loss=loss_fn) -> None:
+        training_step(loss, model, optimizer, [batch], context, next(steps), max_grad_norm=section.max_grad_norm,
+                      scaler=scaler)
+        scheduler.step()
 
-    record: dict = {"stage": kind, "batch_size": batch_size, "max_length": max_length, "padded_width": batch.width,
-                    "activation_checkpointing": checkpointing, "precision": context.precision}
+    record: dict = {"stage": kind, "batch_size": batch_size, "max_length": max_length, "padded_width": width,
+                    "dynamic_width": typical.width, "activation_checkpointing": checkpointing,
+                    "precision": context.precision, "max_grad_norm": section.max_grad_norm}
+    timed: dict[str, Callable[[], None]] = {"project": step}
     try:
-        flops = count_flops(step)  # eager, before compiling: also the first warm-up step
-        compiled = use_compile("auto", device)
-        if compiled:
-            model.compile()
+        flops = count_flops(lambda: step(task.loss))  # eager, before compiling: also the first warm-up step
+        if device.type == "cuda":
+            timed["reference"] = reference_step(task, model, batch, task.step_inputs(0, batch), lr,
+                                                section.max_grad_norm, context)
         started = time.perf_counter()
-        for _ in range(mode.warmup):
-            step()
+        for function in timed.values():
+            for _ in range(mode.warmup):
+                function()
         synchronize(device)
-        record.update(compiled=compiled, warmup_seconds=round(time.perf_counter() - started, 2))
-        seconds, peak_mb = time_calls(step, mode.steps, device)
-        record.update(steps_per_s=round(1 / seconds, 3), step_seconds=round(seconds, 6), steps_timed=mode.steps,
-                      peak_memory_mb=round(peak_mb, 1), **achieved(flops, seconds, peak))
+        record.update(compiled=compilation.mode, warmup_seconds=round(time.perf_counter() - started, 2))
+        seconds = interleaved_seconds(timed, max(1, mode.steps // 2), 2, device)
+        step_seconds, peak_mb = seconds["project"]
+        record.update(steps_per_s=round(1 / step_seconds, 3), step_seconds=round(step_seconds, 6), steps_timed=mode.steps,
+                      peak_memory_mb=round(peak_mb, 1), **achieved(flops, step_seconds, peak))
+        if "reference" in seconds:
+            reference_seconds = seconds["reference"][0]
+            record["reference"] = {"what": "the same model and objective compiled whole with CUDA graphs (reduce-overhead), "
+                                           "fixed inputs on the device, fused AdamW: zero_grad, backward, clip, step",
+                                   "steps_per_s": round(1 / reference_seconds, 3), **achieved(flops, reference_seconds, peak)}
+            record["reference_steps_per_s"] = record["reference"]["steps_per_s"]
+            record["ratio_to_reference"] = round(reference_seconds / step_seconds, 3)
+        else:
+            record["reference"] = {"skipped": SKIPPED_NO_CUDA + " (CUDA graphs)"}
         if profile:
             record["profile"] = guarded_profile(step, mode.profile_steps, device)
     except torch.cuda.OutOfMemoryError:
         record["error"] = "out of memory"
     finally:
         optimizer.zero_grad(set_to_none=True)
-        del task, model, optimizer
+        timed.clear()  # the reference's model and optimizer go with its step
+        del task, model, optimizer, loss_fn, step
+        torch._dynamo.reset()
         free_memory(device)
     return record
 
@@ -548,6 +634,7 @@ def target_record(throughput: dict, device: torch.device, gpu_name: str | None) 
 # ---- 3. the papers' cost ----------------------------------------------------------------------------------
 
 
+COST_ITEMS = ("pretrain_bert_64x32", "tncse_bert_64x64", "jtcse6_bert_64x64", "distill_bert_64x32", "tncse_roberta_256x64")
 COST_BASIS = {"pretrain": "pretrain_bert_64x32", "tncse": "tncse_bert_64x64", "jtcse-6": "jtcse6_bert_64x64",
               "distill": "distill_bert_64x32", "tncse@roberta": ("tncse_roberta_256x64", "tncse_roberta_256x64_checkpointed")}
 
@@ -606,7 +693,7 @@ def throughput_item(name: str, backbones: dict, settings: dict, sentences: list[
         return evaluator_item(backbones["bert"], settings["bert"], mirror / "senteval", context.device, mode, peak)
     kind, backbone, batch_size, max_length, checkpointing = mode.items[name]
     stage_settings = settings[backbone]
-    section = {"pretrain": stage_settings.pretrain, "distill": stage_settings.distill.teachers["joint"]}.get(kind, stage_settings.train)
+    section = stage_section(kind, stage_settings)
     step_precision = precision if precision != "preset" else section.precision
     item_context = with_precision(context, step_precision, "gpu check --precision")
     return training_item(kind, backbones[backbone], stage_settings, batch_size, max_length, checkpointing,
@@ -634,6 +721,23 @@ def reusable_items(earlier_file: Path | None, gpu_name: str | None, precision: s
                             f"{precision}; rerun with that report's --precision")
     reused = {name: {**record, "reused_from": earlier["created"]} for name, record in measured.items()}
     return reused, {"file": earlier_file.name, "created": earlier["created"], "items": sorted(reused)}
+
+
+def measure_item(name: str, records: dict, report: "Report", budget_s: float, measure: Callable[[], dict],
+                 part: str | None = None) -> None:
+    """One throughput item into `records`: measured, skipped past the time budget, or its error (the other
+    items still run); the JSON rewritten after it."""
+    if report.elapsed() > budget_s:
+        records[name] = {"skipped": f"time budget: {budget_s:.0f} s spent before it started"}
+        return
+    log.info("gpu check: %s", name)
+    try:
+        records[name] = measure()
+    except Exception as error:  # noqa: BLE001 - recorded in the JSON; the other items still run
+        log.exception("gpu check %s raised", name)
+        records[name] = {"error": f"{type(error).__name__}: {error}"}
+    report.part_done(part or name)
+    report.save()
 
 
 class Report:
@@ -710,20 +814,22 @@ def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: 
                 log.info("gpu check: %s reused from the run of %s", name, reused[name]["reused_from"])
                 throughput[name] = reused[name]
                 continue
-            if report.elapsed() > budget_s:
-                throughput[name] = {"skipped": f"time budget: {budget_s:.0f} s spent before it started"}
-                continue
-            log.info("gpu check: %s", name)
-            try:
-                throughput[name] = throughput_item(name, backbones, settings, sentences, mirror, context, mode,
-                                                   machine["bf16_peak_tflops"], precision)
-            except Exception as error:  # noqa: BLE001 - recorded in the JSON; the other items still run
-                log.exception("gpu check %s raised", name)
-                throughput[name] = {"error": f"{type(error).__name__}: {error}"}
-            report.part_done(name)
-            report.save()
+            measure_item(name, throughput, report, budget_s, lambda: throughput_item(
+                name, backbones, settings, sentences, mirror, context, mode, machine["bf16_peak_tflops"], precision))
+        if precision == "bf16" and device.type == "cuda":  # the second cost: each stage in its paper preset's precision
+            preset = results.setdefault("throughput_preset", {})
+            for name in [name for name in COST_ITEMS if name in mode.items]:
+                measure_item(name, preset, report, budget_s, lambda: throughput_item(
+                    name, backbones, settings, sentences, mirror, context, mode, machine["bf16_peak_tflops"], "preset"),
+                    part=f"{name} (preset precision)")
     results["targets"] = target_record(throughput, device, gpu_name)
     results["cost"] = cost_record(throughput, gpu_name or f"cpu ({mode.name})", precision)
+    if "throughput_preset" in results:
+        preset_cost = cost_record({**results["throughput_preset"], EVALUATOR_ITEM: throughput.get(EVALUATOR_ITEM, {})},
+                                  gpu_name, "preset")
+        incomplete = [name for name in COST_ITEMS if "step_seconds" not in results["throughput_preset"].get(name, {})]
+        results["cost_preset"] = ({"skipped": f"not measured in the preset precision: {', '.join(incomplete)}"}
+                                  if incomplete else preset_cost)
     report.part_done("cost")
     if device.type == "cpu":
         results["cost"]["note"] = "CPU mode: seconds of tiny shapes, scaled by tokens; not the papers' cost"

@@ -29,7 +29,8 @@ sys.meta_path.insert(0, Blocked())
 sys.argv = [{str(SCRIPT)!r}, *sys.argv[1:]]
 runpy.run_path({str(SCRIPT)!r}, run_name="__main__")
 """
-CUDA_CHECKS = {"cuda_fp32_follows_cpu", "bf16_close_to_fp32", "fp16_close_to_fp32", "compiled_matches_eager", "lease_pins_device"}
+CUDA_CHECKS = {"cuda_fp32_follows_cpu", "bf16_close_to_fp32", "fp16_close_to_fp32", "compiled_matches_eager", "cuda_graphs_match_eager",
+               "lease_pins_device"}
 CPU_CHECKS = {"activation_checkpointing_same_loss", "launcher_one_rank"}
 
 

@@ -10,7 +10,8 @@ from pipeline.training import loop as training
 from pipeline.training.batching import TokenizedExamples, batch_loader, epoch_batches, pad_batch, tokenize_columns
 from pipeline.config import OptimSettings
 from pipeline.execution.runtime import RunContext
-from pipeline.training.loop import RunSpec, make_optimizer, train, training_step, use_compile
+from pipeline.training.compiled import step_compilation
+from pipeline.training.loop import RunSpec, make_optimizer, train, training_step
 from pipeline.training.tasks import SimCSETask
 
 from conftest import MIRROR
@@ -72,8 +73,8 @@ def test_the_loss_read_now_and_then_records_what_a_read_per_step_records(backbon
 def test_fused_adamw_and_compile_only_where_they_pay():
     linear = torch.nn.Linear(2, 2)
     assert not make_optimizer(linear, 1e-3, 0.0, torch.device("cpu")).defaults["fused"]
-    assert [use_compile(s, torch.device("cpu")) for s in ("auto", "on", "off")] == [False, True, False]
-    assert [use_compile(s, torch.device("cuda", 0)) for s in ("auto", "on", "off")] == [True, True, False]
+    assert [step_compilation(s, torch.device("cpu")).mode for s in ("auto", "on", "off")] == ["off", "whole", "off"]
+    assert [step_compilation(s, torch.device("cuda", 0)).mode for s in ("auto", "on", "off")] == ["graphs", "whole", "off"]
 
 
 def _loss_and_gradients(backbone, batch, compiled: bool):

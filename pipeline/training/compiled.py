@@ -78,8 +78,7 @@ def allow_recompiles(widths: int) -> None:
     """Let dynamo keep one graph per fixed width (and the epoch's last, smaller batch) instead of falling
     back to eager past its default limit of 8; past this limit a recompile is an error, not a quiet slow path."""
     config = torch._dynamo.config
-    limit = 2 * widths + 2
-    config.recompile_limit = max(config.recompile_limit, limit)
+    config.recompile_limit = max(config.recompile_limit, 2 * widths + 2)
     config.fail_on_recompile_limit_hit = True
 
 
