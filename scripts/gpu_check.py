@@ -552,7 +552,8 @@ def training_item(kind: str, backbone: Path, settings, batch_size: int, max_leng
 
     record: dict = {"stage": kind, "batch_size": batch_size, "max_length": max_length, "padded_width": width,
                     "dynamic_width": typical.width, "activation_checkpointing": checkpointing,
-                    "precision": context.precision, "max_grad_norm": section.max_grad_norm}
+                    "precision": context.precision, "max_grad_norm": section.max_grad_norm,
+                    "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()}
     timed: dict[str, Callable[[], None]] = {"project": step}
     try:
         flops = count_flops(lambda: step(task.loss))  # eager, before compiling: also the first warm-up step
@@ -807,7 +808,8 @@ def run(device_name: str, output: Path, budget_s: float, precision: str, reuse: 
         backbones = build_backbones(scratch, mirror, mode)
         settings = {backbone: paper_settings(backbone) for backbone in backbones}
         report.part_done("stand-in backbones")
-        seed_everything(settings["bert"].seed)  # as every stage does: deterministic kernels, cuBLAS's workspace
+        # as every stage does: deterministic CUDA kernels only where the run asks for them (`deterministic`)
+        seed_everything(settings["bert"].seed, deterministic=settings["bert"].train.deterministic)
         items = list(mode.items)
         for name in [*items[:2], EVALUATOR_ITEM, *items[2:]]:
             if name in reused:

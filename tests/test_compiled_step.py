@@ -10,6 +10,7 @@ from transformers import AutoTokenizer
 from pipeline import losses
 from pipeline.config import OptimSettings, TrainSettings
 from pipeline.execution.runtime import RunContext
+from pipeline.modeling import checkpoint_activations
 from pipeline.training import compiled as compiled_module
 from pipeline.training.batching import fixed_widths, pad_batch, padded_width
 from pipeline.training.compiled import PAD_MULTIPLE, StepCompilation, compiled_loss, step_compilation
@@ -49,8 +50,14 @@ def distill(towers) -> DistillTask:
     return DistillTask(towers[0], teacher, AutoTokenizer.from_pretrained(towers[0]), 0.1, 24)
 
 
+def checkpointed(task):
+    checkpoint_activations(task.model)
+    return task
+
+
 TASKS = {"simcse": simcse, "simcse-gs-infonce": lambda t: simcse(t, gaussian=True), "tncse": twin,
-         "jtcse": lambda t: twin(t, cael=2), "distill": distill}
+         "jtcse": lambda t: twin(t, cael=2), "distill": distill,
+         "tncse-checkpointed": lambda t: checkpointed(twin(t))}  # the paper's RoBERTa twin on a smaller card
 
 
 def batch_of(task, sentences, rows=8):

@@ -119,9 +119,12 @@ def checkpoint_activations(model: nn.Module) -> int:
     each encoder layer keeps only its input and recomputes the rest in the backward. Transformers
     checkpoints the layer's `forward`, so the twin's layer-by-layer calls are covered; torch's
     non-reentrant checkpoint replays the saved RNG state, so dropout draws the same masks and the
-    losses and gradients are those of the plain run. Returns how many backbones it set."""
+    losses and gradients are those of the plain run. `use_cache` goes off with it (an encoder in training
+    keeps no cache; transformers would switch it off itself, with a logged warning that a compiled step
+    cannot trace). Returns how many backbones it set."""
     backbones = [module for module in model.modules() if isinstance(module, PreTrainedModel)]
     for backbone in backbones:
+        backbone.config.use_cache = False
         if hasattr(backbone, "activation_checkpointing_enable"):
             backbone.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
         else:  # transformers before the rename (5.17 on the GPU machine): the same switch, its older name

@@ -220,7 +220,9 @@ def training_step(
                 terms = loss_fn(model, batch, step)
             if loss_hook is not None:
                 terms = {**terms, "loss": loss_hook(terms["loss"], step)}
-            loss = terms["loss"] / len(micro_batches) * backward_scale
+            loss = terms["loss"]
+            if len(micro_batches) > 1 or backward_scale != 1:  # else two kernels (and their backward) for nothing
+                loss = loss / len(micro_batches) * backward_scale
             (scaler.scale(loss) if scaler is not None else loss).backward()
         for name, value in terms.items():  # a copy: a captured graph's outputs are overwritten by its next replay
             recorded.setdefault(name, []).append(value.detach().clone())
