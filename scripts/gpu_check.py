@@ -510,6 +510,31 @@ def interleaved_seconds(steps: dict[str, Callable[[], None]], calls: int, rounds
     return {name: (totals[name] / (calls * rounds), peaks[name]) for name in steps}
 
 
+def timed_beside_reference(timed: dict[str, Callable[[], None]], flops: int, mode: Mode, device: torch.device,
+                           peak: float | None) -> dict:
+    """The project's step (and the reference's, where there is one) warmed up (compiled and captured), then
+    timed in alternating rounds: the item's timings, the reference's and their ratio."""
+    started = time.perf_counter()
+    for function in timed.values():
+        for _ in range(mode.warmup):
+            function()
+    synchronize(device)
+    record: dict = {"warmup_seconds": round(time.perf_counter() - started, 2)}
+    seconds = interleaved_seconds(timed, max(1, mode.steps // 2), 2, device)
+    step_seconds, peak_mb = seconds["project"]
+    record.update(steps_per_s=round(1 / step_seconds, 3), step_seconds=round(step_seconds, 6), steps_timed=mode.steps,
+                  peak_memory_mb=round(peak_mb, 1), **achieved(flops, step_seconds, peak))
+    if "reference" not in seconds:
+        return {**record, "reference": {"skipped": SKIPPED_NO_CUDA + " (CUDA graphs)"}}
+    reference_seconds = seconds["reference"][0]
+    record["reference"] = {"what": "the same model and objective compiled whole with CUDA graphs (reduce-overhead), "
+                                   "fixed inputs on the device, fused AdamW: zero_grad, forward, backward, clip, step",
+                           "steps_per_s": round(1 / reference_seconds, 3), **achieved(flops, reference_seconds, peak)}
+    record["reference_steps_per_s"] = record["reference"]["steps_per_s"]
+    record["ratio_to_reference"] = round(reference_seconds / step_seconds, 3)
+    return record
+
+
 def training_item(kind: str, backbone: Path, settings, batch_size: int, max_length: int, checkpointing: bool,
                   sentences: list[str], context, mode: Mode, peak: float | None, profile: bool) -> dict:
     """One stage's optimizer step as the training loop takes it here: `compile: auto` resolved
@@ -527,7 +552,6 @@ def training_item(kind: str, backbone: Path, settings, batch_size: int, max_leng
     from pipeline.training.batching import pad_batch, padded_width
     from pipeline.training.compiled import compiled_loss, step_compilation
     from pipeline.training.loop import make_optimizer, make_scheduler, training_step
-
     device = context.device
     torch._dynamo.reset()  # each item compiles its own graphs, within the recompile limit
     task, lr = make_task(kind, backbone, settings)
@@ -542,8 +566,7 @@ def training_item(kind: str, backbone: Path, settings, batch_size: int, max_leng
     typical = typical_batch(AutoTokenizer.from_pretrained(backbone), sentences, batch_size, max_length, settings.seed, device)
     width = padded_width(typical.width, compilation.pad_multiple, max_length)
     batch = [pad_batch(typical.token_ids, typical.pad_id, device, width=width)]
-    loss_fn = compiled_loss(task, compilation, max_length)
-    steps = itertools.count()
+    loss_fn, steps = compiled_loss(task, compilation, max_length), itertools.count()
 
     def step(loss=loss_fn) -> None:
         training_step(loss, model, optimizer, [batch], context, next(steps), max_grad_norm=section.max_grad_norm,
@@ -560,25 +583,7 @@ def training_item(kind: str, backbone: Path, settings, batch_size: int, max_leng
         if device.type == "cuda":
             timed["reference"] = reference_step(task, model, batch, task.step_inputs(0, batch), lr,
                                                 section.max_grad_norm, context)
-        started = time.perf_counter()
-        for function in timed.values():
-            for _ in range(mode.warmup):
-                function()
-        synchronize(device)
-        record.update(compiled=compilation.mode, warmup_seconds=round(time.perf_counter() - started, 2))
-        seconds = interleaved_seconds(timed, max(1, mode.steps // 2), 2, device)
-        step_seconds, peak_mb = seconds["project"]
-        record.update(steps_per_s=round(1 / step_seconds, 3), step_seconds=round(step_seconds, 6), steps_timed=mode.steps,
-                      peak_memory_mb=round(peak_mb, 1), **achieved(flops, step_seconds, peak))
-        if "reference" in seconds:
-            reference_seconds = seconds["reference"][0]
-            record["reference"] = {"what": "the same model and objective compiled whole with CUDA graphs (reduce-overhead), "
-                                           "fixed inputs on the device, fused AdamW: zero_grad, backward, clip, step",
-                                   "steps_per_s": round(1 / reference_seconds, 3), **achieved(flops, reference_seconds, peak)}
-            record["reference_steps_per_s"] = record["reference"]["steps_per_s"]
-            record["ratio_to_reference"] = round(reference_seconds / step_seconds, 3)
-        else:
-            record["reference"] = {"skipped": SKIPPED_NO_CUDA + " (CUDA graphs)"}
+        record.update(compiled=compilation.mode, **timed_beside_reference(timed, flops, mode, device, peak))
         if profile:
             record["profile"] = guarded_profile(step, mode.profile_steps, device)
     except torch.cuda.OutOfMemoryError:
