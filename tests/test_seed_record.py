@@ -30,6 +30,16 @@ def test_runs_differing_in_the_training_seed_alone_share_the_settings_digest():
     assert settings_digest(changed) != settings_digest(params)
 
 
+def test_deterministic_kernels_are_no_setting_of_an_arm():
+    """`deterministic` picks CUDA kernels, as `threads` picks CPU ones: a record made before the setting
+    existed, or with it on, still holds the runs of the same arm."""
+    params = tiny_preset()
+    asked = params | {"train": params["train"] | {"deterministic": True},
+                      "pretrain": params["pretrain"] | {"deterministic": True}}
+    assert settings_digest(asked) == settings_digest(params)
+    assert load_record().matches(params)  # the committed record is the committed params' arm
+
+
 def test_a_record_is_built_from_seed_runs_and_read_back(tmp_path):
     params = tiny_preset()
     runs = [seed_run(params, seed, avg) for seed, avg in ((42, 72.0), (1, 71.0), (2, 73.0))]

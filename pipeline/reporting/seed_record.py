@@ -37,6 +37,8 @@ SEED_NOISE = REPORTS / "seed_noise.json"
 SETTINGS_NOT_CHANGING_RESULTS = (
     "seed", "threads", "device", "data.hub_endpoint", "rtt.workers", "rtt.endpoint", "eval.token_budget",
 )  # fmt: skip
+# the same, by its name in any section: which CUDA kernels run (a CPU's are deterministic anyway), as `threads`
+SETTING_NAMES_NOT_CHANGING_RESULTS = ("deterministic",)
 
 
 def settings_digest(params: dict[str, Any]) -> str:
@@ -47,7 +49,8 @@ def settings_digest(params: dict[str, Any]) -> str:
     except PipelineError:  # a run of another version's settings: its params as written
         pass
     kept = {key: value for key, value in dotted_leaves(params).items()
-            if not any(key == skip or key.startswith(skip + ".") for skip in SETTINGS_NOT_CHANGING_RESULTS)}
+            if not any(key == skip or key.startswith(skip + ".") for skip in SETTINGS_NOT_CHANGING_RESULTS)
+            and key.rsplit(".", 1)[-1] not in SETTING_NAMES_NOT_CHANGING_RESULTS}
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()
 
 
