@@ -66,7 +66,7 @@ class WikiSettings(Section):
     limit: int | None = Field(None, ge=1, description="first N lines of Wiki1M; null = all 1M")
     repo_id: str = "princeton-nlp/datasets-for-simcse"
     filename: str = "wiki1m_for_simcse.txt"
-    revision: str | None = Field(None, description="the hub commit (40 hex) to fetch it at; null = not pinned: a hub download is refused")
+    revision: str | None = Field(None, description="the hub commit (40 hex) to fetch it at; null = `main` (its files are pinned by content: pipeline/data/inputs.sha256)")
 
 
 class DataSettings(Section):
@@ -78,7 +78,7 @@ class DataSettings(Section):
     )
     senteval_repo_id: str = "princeton-nlp/datasets-for-simcse"
     senteval_filename: str = "senteval.tar"
-    senteval_revision: str | None = Field(None, description="the hub commit (40 hex) of senteval.tar; null = not pinned: a hub download is refused")
+    senteval_revision: str | None = Field(None, description="the hub commit (40 hex) of senteval.tar; null = `main` (pinned by content as wiki.revision)")
     hub_endpoint: str | None = Field(
         None, description="Hugging Face hub URL; null = HF_ENDPOINT or the public hub; standin = the backbones built "
         "offline (real configurations, random weights) and served by a loopback hub in the download stage (rehearsal)",
@@ -93,7 +93,7 @@ class BackboneSettings(Section):
     )
     source: str = Field(description="'package:<python package>' or a Hugging Face hub id")
     revision: str | None = Field(None, description="the hub commit (40 hex) of `source`; null for a package source "
-                                 "(the lock pins the package) or not pinned: a hub download is refused")
+                                 "(the lock pins the package) or `main`, the commit it resolved to recorded in reports/provenance/download.json")
     num_layers: int = Field(ge=1)
     uc_source: str = Field(description="the existing unsupervised checkpoint of the UC ensemble")
     uc_revision: str | None = Field(None, description="the hub commit (40 hex) of `uc_source`; null as for `revision`")

@@ -2,14 +2,19 @@
 
 Reads the data and backbone settings; from the data mirror PIPELINE_DATA_MIRROR names when it is set,
 else from the canonical sources (Hugging Face hub). Writes data/raw/corpus.txt, data/raw/senteval/,
-data/raw/original/ (mirror only), data/backbone/ and data/uc/.
+data/raw/original/ (STS-B as released), data/backbone/ and data/uc/; every corpus and benchmark file is checked
+against its pinned digest (pipeline/data/inputs.sha256) before any is written, and
+reports/provenance/download.json records what was verified, what could only be recorded, and the hub
+commits the revisions resolved to.
 """
 
 import time
 from pathlib import Path
 
 from pipeline.data.download import download
+from pipeline.data.inputs import InputManifest
 from pipeline.data.sources import configured_mirror
+from pipeline.execution.environment import write_provenance
 from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "download"
@@ -19,7 +24,9 @@ NAME = "download"
 def command(params: Path = ParamsOption) -> None:
     settings = stage_params(params)
     started = time.perf_counter()
-    result = download(settings.data, settings.backbone, settings.seed, configured_mirror())
+    manifest = InputManifest()
+    result = download(settings.data, settings.backbone, settings.seed, configured_mirror(), manifest=manifest)
+    write_provenance(NAME, inputs=manifest.record.as_json())
     summary(
         NAME,
         f"corpus {result.corpus_sentences} sentences (wiki {result.wiki_sentences} + SICK {result.sick_sentences}, "

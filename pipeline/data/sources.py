@@ -16,6 +16,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from pipeline.data.inputs import SHA256, InputRecord, read_sha256sums
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256_of
 from pipeline.paths import setting_path
@@ -34,7 +35,6 @@ WEIGHTS_FILE = "model.safetensors"
 # owner/name: the only shape of string sent to the Hugging Face hub; anything else is a folder.
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 COMMIT = re.compile(r"[0-9a-f]{40}")  # a pinned hub revision: a commit, which no upstream push can move
-SHA256 = re.compile(r"[0-9a-f]{64}")
 TOKENIZER_FILES = (
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
     "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model",
@@ -61,14 +61,7 @@ class Mirror:
                 f"mirror {path.parent} has no SHA256SUMS, so none of its files can be verified; "
                 f"add one (`sha256sum` of every file, paths relative to the mirror) or unset {MIRROR_VARIABLE}"
             )
-        checksums = {}
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if line.strip() and not line.startswith("#"):
-                fields = line.split(maxsplit=1)
-                if len(fields) != 2 or not SHA256.fullmatch(fields[0]):
-                    raise PipelineError(f"{path}:{number}: not a `<sha256>  <path>` line; regenerate it with sha256sum")
-                checksums[fields[1].strip().removeprefix("./")] = fields[0]
-        return checksums
+        return read_sha256sums(path)
 
     def file(self, relative: str) -> Path:
         """The mirrored file, verified against SHA256SUMS."""
@@ -127,16 +120,10 @@ def unreachable(what: str, where: str, reason: object) -> PipelineError:
     )
 
 
-def require_pinned(repo_id: str, revision: str | None, setting: str) -> str:
-    """A hub revision that is a commit (40 hex): a branch such as `main` moves with every upstream
-    push, and a changed input would show only later, as "not reproduced"."""
-    if revision is None or not COMMIT.fullmatch(revision):
-        raise PipelineError(
-            f"{setting}={revision!r}: {repo_id} is fetched from the hub at a pinned commit only; set {setting} to the "
-            f"40-hex commit to use (`python -c \"from huggingface_hub import HfApi; print(HfApi().repo_info('{repo_id}').sha)\"` "
-            f"prints the newest), or read it from a mirror ({MIRROR_VARIABLE})"
-        )
-    return revision
+def hub_revision(revision: str | None) -> str:
+    """The revision to fetch at: the pinned one, else `main` — safe because every file is checked
+    against its pinned digest (`pipeline.data.inputs`) and the commit `main` resolved to is recorded."""
+    return revision or "main"
 
 
 def git_blob_sha1(path: Path) -> str:
@@ -169,10 +156,12 @@ def fetch_hub_file(
     repo_type: str = "dataset",
     revision: str | None = None,
     optional: bool = False,
+    record: InputRecord | None = None,
 ) -> Path | None:
     """Download one file of a hub repository to `destination` (atomically), byte for byte as served
-    and verified against the checksum the hub lists for it (`verify_hub_file`). An `optional` file
-    the hub answers it does not have gives None instead of an error."""
+    and verified against the checksum the hub lists for it (`verify_hub_file`); the commit the revision
+    resolved to goes in `record`. An `optional` file the hub answers it does not have gives None
+    instead of an error."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
     from huggingface_hub.utils import logging as hub_logging
@@ -182,7 +171,8 @@ def fetch_hub_file(
     destination.parent.mkdir(parents=True, exist_ok=True)
     with scratch_directory(destination.parent) as scratch:
         try:
-            etag = get_hf_file_metadata(url).etag
+            metadata = get_hf_file_metadata(url)
+            etag = metadata.etag
             downloaded = hf_hub_download(
                 repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
             )
@@ -195,8 +185,25 @@ def fetch_hub_file(
         except Exception as error:  # network, HTTP and offline-mode errors all mean "not reachable"
             raise unreachable(filename, url, error) from None
         verify_hub_file(Path(downloaded), etag, url)
+        if record is not None and metadata.commit_hash:
+            record.commits[url] = metadata.commit_hash
         with atomic_path(destination) as temporary:
             shutil.move(downloaded, temporary)
+    return destination
+
+
+def fetch_url(url: str, destination: Path, timeout_s: float = 60.0) -> Path:
+    """Download `url` to `destination` (atomically); what it must contain is checked by the caller
+    against the pinned digests. Unreachable: one line naming the URL and the ways out."""
+    import urllib.request
+
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response, atomic_path(destination) as temporary:
+            with temporary.open("wb") as handle:
+                shutil.copyfileobj(response, handle)
+    except OSError as error:  # URLError, HTTPError and timeouts are all OSErrors
+        raise unreachable(destination.name, url, error) from None
     return destination
 
 
@@ -217,10 +224,13 @@ def package_model_dir(source: str) -> Path:
     return folder
 
 
-def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None) -> list[str]:
+def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None,
+                   record: InputRecord | None = None) -> list[str]:
     """Copy a backbone's files as published: config, safetensors weights and tokenizer files, never a
     pickle. Nothing is re-serialised (no `save_pretrained`), so the bytes do not depend on the
-    installed transformers/tokenizers. Returns the names copied."""
+    installed transformers/tokenizers. A hub model's files are verified by the hub's checksums; their
+    digests and commit go in `record` (a package's are pinned by the locked environment). Returns the
+    names copied."""
     with atomic_directory(destination) as temporary:
         if source.startswith(PACKAGE_PREFIX):
             folder = package_model_dir(source)
@@ -229,7 +239,10 @@ def fetch_backbone(source: str, destination: Path, revision: str = "main", endpo
                     shutil.copyfile(folder / name, temporary / name)
         else:
             for name in BACKBONE_FILES:
-                fetch_hub_file(source, name, temporary / name, endpoint, "model", revision, optional=name != CONFIG_FILE)
+                fetched = fetch_hub_file(source, name, temporary / name, endpoint, "model", revision,
+                                         optional=name != CONFIG_FILE, record=record)
+                if fetched is not None and record is not None:
+                    record.unverified[f"models/{source}/{name}"] = sha256_of(fetched)
         copied = sorted(path.name for path in temporary.iterdir())
         if WEIGHTS_FILE not in copied:
             raise PipelineError(

@@ -197,8 +197,9 @@ def provenance_file(stage: str, folder: Path = paths.PROVENANCE) -> Path:
     return folder / f"{stage}.json"
 
 
-def write_provenance(stage: str, folder: Path = paths.PROVENANCE) -> Path:
-    """The stage's provenance file (`provenance_file`), written atomically."""
+def write_provenance(stage: str, folder: Path = paths.PROVENANCE, **extra) -> Path:
+    """The stage's provenance file (`provenance_file`), written atomically; `extra` adds stage-specific
+    facts of the same kind (the download's resolved commits and recorded digests)."""
     path = provenance_file(stage, folder)
-    write_json_atomic(path, provenance_record(stage))
+    write_json_atomic(path, {**provenance_record(stage), **extra})
     return path

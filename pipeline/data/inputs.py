@@ -1,0 +1,97 @@
+"""Inputs pinned by their content (DESIGN §13).
+
+`inputs.sha256` beside this module, under version control, holds the sha256 of every input the
+pipeline reads from a canonical source, keyed by the file's path in the canonical layout (see its
+header). A file is pinned as well by its digest as by a commit, so a download fetches at the pinned
+commit where one is set, else at `main`, and checks every file here before anything is written:
+a mismatch is one line (the file, the digest expected, the digest received), nothing written. A file
+the manifest does not list (the full 1M-line corpus, a hub model's weights: not knowable offline) is
+not refused: its digest is recorded (`InputRecord`, in reports/provenance/download.json) and one log
+line says it was not verified against a pinned digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.errors import PipelineError
+from pipeline.io import sha256_of
+
+log = logging.getLogger(__name__)
+
+MANIFEST = Path(__file__).with_name("inputs.sha256")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+WIKI_KEY = "wiki1m/wiki1m_for_simcse.txt"
+
+
+def read_sha256sums(path: Path) -> dict[str, str]:
+    """A `sha256sum`-style file ({path or key: digest}); '#' lines are comments; a bad line is one error."""
+    checksums = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip() and not line.startswith("#"):
+            fields = line.split(maxsplit=1)
+            if len(fields) != 2 or not SHA256.fullmatch(fields[0]):
+                raise PipelineError(f"{path}:{number}: not a `<sha256>  <path>` line; regenerate it with sha256sum")
+            checksums[fields[1].strip().removeprefix("./")] = fields[0]
+    return checksums
+
+
+def wiki_key(limit: int | None) -> str:
+    """The manifest key of the corpus a preset reads: its first `limit` lines, or the whole file."""
+    return WIKI_KEY if limit is None else f"{WIKI_KEY}#first-{limit}-lines"
+
+
+def lines_digest(lines: list[bytes]) -> str:
+    """The sha256 of lines as bytes, line ends included (a `wiki_key` prefix's digest)."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line)
+    return digest.hexdigest()
+
+
+@dataclass
+class InputRecord:
+    """What one download verified and what it could only record: {key: sha256} each, and the hub commits
+    the revisions it asked for resolved to ({url: commit})."""
+
+    verified: dict[str, str] = field(default_factory=dict)
+    unverified: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {"verified": len(self.verified), "unverified": self.unverified, "commits": self.commits}
+
+
+class InputManifest:
+    """The pinned digests (`inputs.sha256`), checked file by file into an `InputRecord`."""
+
+    def __init__(self, path: Path = MANIFEST, record: InputRecord | None = None):
+        self.path, self.digests = path, read_sha256sums(path)
+        self.record = record if record is not None else InputRecord()
+
+    def check_digest(self, key: str, received: str, where: str | None = None) -> None:
+        """Compare `received` with the pinned digest of `key`: equal is verified; absent is recorded and
+        said in one line; different is the one-line error (`where`: the file or URL it came from)."""
+        expected = self.digests.get(key)
+        if expected is None:
+            self.record.unverified[key] = received
+            log.warning("%s: no pinned digest in %s; not verified, recorded sha256 %s", key, self.path.name, received)
+        elif received != expected:
+            raise PipelineError(f"{where or key}: sha256 {received} received, {expected} expected ({key} in "
+                                f"{self.path.name}); nothing was written")
+        else:
+            self.record.verified[key] = received
+
+    def check_file(self, key: str, path: Path, where: str | None = None) -> None:
+        self.check_digest(key, sha256_of(path), where or str(path))
+
+    def check_tree(self, prefix: str, folder: Path, where: str) -> int:
+        """Every file under `folder` as key `<prefix>/<relative path>`; returns the count."""
+        files = sorted(path for path in folder.rglob("*") if path.is_file())
+        for path in files:
+            self.check_file(f"{prefix}/{path.relative_to(folder).as_posix()}", path, f"{where}: {path.relative_to(folder)}")
+        return len(files)
