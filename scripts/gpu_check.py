@@ -493,20 +493,13 @@ def reference_step(task, model: torch.nn.Module, batch, inputs: dict, lr: float,
 def interleaved_seconds(steps: dict[str, Callable[[], None]], calls: int, rounds: int, device: torch.device) -> dict:
     """Seconds per call of each step, timed in `rounds` alternating rounds of `calls` calls (a drift of the
     machine's clock or temperature falls on both alike), with each one's peak memory."""
-    from tools.benchmark.timing import PeakMemory
-
     totals = {name: 0.0 for name in steps}
     peaks = {name: math.nan for name in steps}
     for _ in range(rounds):
         for name, function in steps.items():
-            with PeakMemory(device) as memory:
-                synchronize(device)
-                started = time.perf_counter()
-                for _ in range(calls):
-                    function()
-                synchronize(device)
-                totals[name] += time.perf_counter() - started
-            peaks[name] = memory.peak_mb if math.isnan(peaks[name]) else max(peaks[name], memory.peak_mb)
+            seconds, peak_mb = time_calls(function, calls, device)
+            totals[name] += seconds * calls
+            peaks[name] = peak_mb if math.isnan(peaks[name]) else max(peaks[name], peak_mb)
     return {name: (totals[name] / (calls * rounds), peaks[name]) for name in steps}
 
 

@@ -12,7 +12,7 @@ case "$backbone" in
   *) echo "error: backbone '$backbone': usage scripts/rehearse.sh bert|roberta" >&2; exit 2 ;;
 esac
 if [ -z "${PIPELINE_DATA_MIRROR:-}" ]; then
-  echo "error: the rehearsal runs offline: set PIPELINE_DATA_MIRROR to a data mirror folder (docs/reproducing.md, \"The data\")" >&2
+  echo "error: the rehearsal runs offline: set PIPELINE_DATA_MIRROR to a data mirror folder (docs/reproducing.md, \"Where the data comes from\")" >&2
   exit 2
 fi
 mkdir -p .tmp

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 # checksum, so a mirror and the canonical sources give the same outputs. An environment choice, then.
 MIRROR_VARIABLE = "PIPELINE_DATA_MIRROR"
 MIRROR_HINT = (f"point {MIRROR_VARIABLE} at a data mirror (a folder laid out like the canonical downloads, with "
-               "SHA256SUMS; docs/reproducing.md, \"The data\")")
+               "SHA256SUMS; docs/reproducing.md, \"Where the data comes from\")")
 
 PACKAGE_PREFIX = "package:"
 CONFIG_FILE = "config.json"
