@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from pipeline.data.download import download
-from pipeline.data.inputs import InputManifest
+from pipeline.data.pinned import InputManifest
 from pipeline.data.sources import configured_mirror
 from pipeline.execution.environment import write_provenance
 from stages.common import ParamsOption, stage, stage_params, summary

@@ -94,7 +94,7 @@ def test_download_from_canonical_sources_through_the_hub_protocol(tmp_path, mirr
     revisions: the same corpus and benchmarks byte for byte as the mirror path, each file checked against
     its pinned digest, the commit `main` resolved to recorded."""
     from pipeline.data.hub_standin import STSB_ARCHIVE_PATH, mirror_files
-    from pipeline.data.inputs import InputManifest
+    from pipeline.data.pinned import InputManifest
 
     download_params(tiny_params_dict, tmp_path / "from-mirror")
     assert tiny_params_dict["data"]["wiki"]["revision"] is None and tiny_params_dict["data"]["senteval_revision"] is None
@@ -149,7 +149,7 @@ def test_a_served_file_with_one_byte_changed_is_one_line_and_nothing_is_written(
 def test_a_prefix_no_manifest_pins_is_recorded_and_said_not_refused(tmp_path, tiny_params_dict, caplog):
     """A corpus prefix the manifest does not list (here 25 lines) is read, its digest recorded, and one
     line says it was not verified: nothing refuses merely because a digest is unknown."""
-    from pipeline.data.inputs import InputManifest, wiki_key
+    from pipeline.data.pinned import InputManifest, wiki_key
 
     tiny_params_dict["data"]["wiki"]["limit"] = 25
     manifest = InputManifest()
@@ -161,7 +161,7 @@ def test_a_prefix_no_manifest_pins_is_recorded_and_said_not_refused(tmp_path, ti
 
 def test_the_manifest_pins_what_the_mirror_holds():
     """inputs.sha256 and the lab's mirror agree on every file both list (the prefixes: on its Wiki1M sample)."""
-    from pipeline.data.inputs import InputManifest, lines_digest, wiki_key
+    from pipeline.data.pinned import InputManifest, lines_digest, wiki_key
 
     pinned = InputManifest().digests
     mirrored = Mirror(MIRROR).checksums

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
-from pipeline.data.inputs import InputManifest, InputRecord, lines_digest, wiki_key
+from pipeline.data.pinned import InputManifest, InputRecord, lines_digest, wiki_key
 from pipeline.data.readers import first_non_utf8_line, read_sick
 from pipeline.data.sources import (
     MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, fetch_url, hub_revision,

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.data.inputs import SHA256, InputRecord, read_sha256sums
+from pipeline.data.pinned import SHA256, InputRecord, read_sha256sums
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256_of
 from pipeline.paths import setting_path
@@ -122,7 +122,7 @@ def unreachable(what: str, where: str, reason: object) -> PipelineError:
 
 def hub_revision(revision: str | None) -> str:
     """The revision to fetch at: the pinned one, else `main` — safe because every file is checked
-    against its pinned digest (`pipeline.data.inputs`) and the commit `main` resolved to is recorded."""
+    against its pinned digest (`pipeline.data.pinned`) and the commit `main` resolved to is recorded."""
     return revision or "main"
 
 
