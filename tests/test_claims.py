@@ -28,7 +28,7 @@ from pipeline.reporting.runs import SCORE_COLUMNS, ExperimentSearch, Run, record
 from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource
 
-from conftest import REPO_ROOT
+from conftest import PAPERS, REPO_ROOT
 
 TABLES = load_tables(REPO_ROOT / "tables.yaml")
 RESAMPLES = 1000
@@ -332,7 +332,7 @@ def test_the_committed_claims_load_and_cover_the_papers(tiny_params_dict):
     questions = {claim.id for claim in claims.claims if claim.origin == "project"}
     assert {"untrained-beats-tower-ii", "tncse-d-keeps-twin", "jtcse-d-keeps-twin", "tncse-uc-beats-twin",
             "jtcse-uc-beats-twin", "sick-not-needed-sick-r", "tncse-beats-own-towers", "jtcse-beats-own-towers"} <= questions
-    seeds = REPO_ROOT.parent / "shared"
+    seeds = PAPERS.parent
     for claim in claims.claims:
         if claim.source is None:
             assert claim.origin == "project", claim.id

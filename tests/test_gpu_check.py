@@ -39,7 +39,7 @@ def environment() -> dict:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> dict:
+def report(tmp_path_factory, mirror) -> dict:  # the check reads the data mirror
     output = tmp_path_factory.mktemp("gpu-check") / "bench-gpu.json"
     done = subprocess.run([sys.executable, "-c", BLOCKED_RUN, "--device", "cpu", "--output", str(output)],
                           cwd=REPO_ROOT, capture_output=True, text=True, env=environment(), timeout=900)

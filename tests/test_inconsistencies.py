@@ -13,7 +13,7 @@ from pipeline.reporting.quotes import quote_found
 from pipeline.reporting.render import own_numbers_section
 from pipeline.reporting.spec import load_tables, parse_tables
 
-from conftest import REPO_ROOT
+from conftest import PAPERS, REPO_ROOT
 
 TABLES = load_tables(REPO_ROOT / "tables.yaml")
 CATALOGUE = REPO_ROOT / "conf" / "checkpoints.yaml"
@@ -51,7 +51,7 @@ def test_a_stated_number_off_both_the_printed_average_and_the_cells_is_its_own_l
 
 @pytest.mark.parametrize("reading", READ_IN_THE_SEEDS, ids=lambda reading: reading.row)
 def test_every_reading_rests_on_seed_lines_found_verbatim(reading):
-    seed = (REPO_ROOT.parent / "shared" / reading.file).read_text(encoding="utf-8")
+    seed = (PAPERS.parent / reading.file).read_text(encoding="utf-8")
     for quote in reading.quotes:
         assert quote_found(seed, quote), f"{reading.row}: {quote!r} not in {reading.file}"
 

@@ -11,7 +11,9 @@ from pipeline.data.readers import read_stsb
 from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark, english_sts_tasks, run_mteb
 from pipeline.evaluation.sts import StsTask, evaluate_embedder
 
-RAW_STSB = Path(__file__).parents[1] / ".." / "shared" / "data" / "raw" / "STSBenchmark"
+from conftest import MIRROR
+
+RAW_STSB = MIRROR / "raw" / "STSBenchmark"
 PAIRS = 300
 
 

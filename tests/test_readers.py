@@ -17,7 +17,9 @@ from pipeline.data.readers import (
 from pipeline.data.sts_tasks import load_sts_benchmark
 from pipeline.errors import PipelineError
 
-DATA = Path(__file__).parents[1] / ".." / "shared" / "data"
+from conftest import MIRROR
+
+DATA = MIRROR
 SENTEVAL = DATA / "senteval"
 
 

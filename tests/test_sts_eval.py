@@ -35,7 +35,9 @@ from stages import evaluate as evaluate_stage
 
 from tiny_models import save_tiny_bert
 
-SENTEVAL = Path(__file__).parents[1] / ".." / "shared" / "data" / "senteval"
+from conftest import MIRROR  # noqa: E402
+
+SENTEVAL = MIRROR / "senteval"
 
 
 def _at_cosine(similarity: float) -> np.ndarray:
