@@ -274,3 +274,15 @@ def test_a_broken_link_or_anchor_is_caught(tmp_path):
         "`[not a link](nowhere.md)`\n\n# Top\n\n[gone](docs/missing.md) [bad](docs/page.md#no-such-heading)\n")
     problems = link_problems(tmp_path / "README.md", tmp_path)
     assert len(problems) == 2 and "docs/missing.md: no such file" in problems[0] and "#no-such-heading" in problems[1]
+
+
+def test_the_stage_graph_is_the_one_dvc_draws_from_dvc_yaml():
+    """The stage graph is drawn once (docs/architecture.md), by `dvc dag --md`: a stage added to or
+    removed from dvc.yaml shows here until the block is redrawn."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    start, end = "<!-- stage graph: written by `dvc dag --md`", "<!-- /stage graph -->"
+    block = text[text.index(start):text.index(end)].split("\n", 1)[1].strip()
+    drawn = subprocess.run([sys.executable, "-m", "dvc", "dag", "--md"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.strip()
+    assert block == drawn, "redraw it: `dvc dag --md` between the stage-graph markers of docs/architecture.md"
+    assert "download ─┬─>" not in (ROOT / "README.md").read_text(encoding="utf-8")  # no second drawing
