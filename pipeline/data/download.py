@@ -91,13 +91,20 @@ def _read_wiki(path: Path, limit: int | None, manifest: InputManifest) -> list[s
     return [line for line in lines if line.strip()]
 
 
+def _check_mirror(manifest: InputManifest, mirror: Mirror, keys: Sequence[str]) -> None:
+    """A mirror's files (their paths are their keys) against the pinned digests, by the digests its
+    SHA256SUMS lists: its own copy then verifies the bytes against those, so nothing is hashed twice."""
+    for key in keys:
+        manifest.check_digest(key, mirror.listed_digest(key), f"mirror {mirror.root}: {key}")
+
+
 def _senteval_folder(data: DataSettings, mirror: Mirror | None, scratch: Path, manifest: InputManifest) -> Path:
     """The SentEval STS/ and SICK/ folders, checked against their pinned digests: the mirror's, or
     extracted from senteval.tar (SimCSE's data release on the hub)."""
     if mirror is not None:
         folder = mirror.root / "senteval"
-        for part in ("STS", "SICK"):
-            manifest.check_tree(f"senteval/{part}", folder / part, f"mirror {mirror.root}")
+        _check_mirror(manifest, mirror, [f"senteval/{path.relative_to(folder).as_posix()}"
+                                       for part in ("STS", "SICK") for path in sorted((folder / part).rglob("*")) if path.is_file()])
         return folder
     archive = fetch_hub_file(data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint,
                              revision=hub_revision(data.senteval_revision), record=manifest.record)
@@ -130,21 +137,20 @@ def _original_stsb_files(mirror: Mirror | None, scratch: Path, manifest: InputMa
     the release archive (`STSB_RELEASE_URL`, or where PIPELINE_STSB_URL points)."""
     names = sorted(key.removeprefix(ORIGINAL_STSB + "/") for key in manifest.digests if key.startswith(ORIGINAL_STSB + "/"))
     if mirror is not None:
-        files = {name: mirror.file(f"{ORIGINAL_STSB}/{name}") for name in names}
-        where = f"mirror {mirror.root}"
-    else:
-        url = os.environ.get(STSB_URL_VARIABLE) or STSB_RELEASE_URL
-        archive = fetch_url(url, scratch / "Stsbenchmark.tar.gz")
-        with tarfile.open(archive) as tar:
-            tar.extractall(scratch / "stsb", filter="data")
-        folders = [path.parent for path in (scratch / "stsb").rglob("sts-test.csv")]
-        if not folders:
-            raise PipelineError(f"{url}: no sts-test.csv in the archive; is it the STS-B release (Stsbenchmark.tar.gz)?")
-        files, where = {name: folders[0] / name for name in names}, url
+        _check_mirror(manifest, mirror, [f"{ORIGINAL_STSB}/{name}" for name in names])
+        return {name: mirror.file(f"{ORIGINAL_STSB}/{name}") for name in names}  # its bytes verified against SHA256SUMS
+    url = os.environ.get(STSB_URL_VARIABLE) or STSB_RELEASE_URL
+    archive = fetch_url(url, scratch / "Stsbenchmark.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(scratch / "stsb", filter="data")
+    folders = [path.parent for path in (scratch / "stsb").rglob("sts-test.csv")]
+    if not folders:
+        raise PipelineError(f"{url}: no sts-test.csv in the archive; is it the STS-B release (Stsbenchmark.tar.gz)?")
+    files = {name: folders[0] / name for name in names}
     for name, path in files.items():
         if not path.is_file():
-            raise PipelineError(f"{where}: STS-B's release has no {name}; {MIRROR_HINT}")
-        manifest.check_file(f"{ORIGINAL_STSB}/{name}", path, f"{where}: {name}")
+            raise PipelineError(f"{url}: STS-B's release has no {name}; {MIRROR_HINT}")
+        manifest.check_file(f"{ORIGINAL_STSB}/{name}", path, f"{url}: {name}")
     return files
 
 

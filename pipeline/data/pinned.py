@@ -89,9 +89,7 @@ class InputManifest:
     def check_file(self, key: str, path: Path, where: str | None = None) -> None:
         self.check_digest(key, sha256_of(path), where or str(path))
 
-    def check_tree(self, prefix: str, folder: Path, where: str) -> int:
-        """Every file under `folder` as key `<prefix>/<relative path>`; returns the count."""
-        files = sorted(path for path in folder.rglob("*") if path.is_file())
-        for path in files:
+    def check_tree(self, prefix: str, folder: Path, where: str) -> None:
+        """Every file under `folder` as key `<prefix>/<relative path>`."""
+        for path in sorted(path for path in folder.rglob("*") if path.is_file()):
             self.check_file(f"{prefix}/{path.relative_to(folder).as_posix()}", path, f"{where}: {path.relative_to(folder)}")
-        return len(files)

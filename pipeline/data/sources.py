@@ -68,15 +68,20 @@ class Mirror:
         path = self.root / relative
         if not path.is_file():
             raise PipelineError(f"mirror {self.root} has no {relative}; complete the mirror or unset {MIRROR_VARIABLE}")
-        expected = self.checksums.get(relative)
-        if expected is None:
-            raise PipelineError(
-                f"{path} is not listed in {self.root / 'SHA256SUMS'}, so it cannot be verified; add its sha256 there "
-                "or remove the file from the mirror"
-            )
+        expected = self.listed_digest(relative)
         if sha256_of(path) != expected:
             raise PipelineError(f"{path} does not match its checksum in {self.root / 'SHA256SUMS'}; re-copy the mirror")
         return path
+
+    def listed_digest(self, relative: str) -> str:
+        """The sha256 SHA256SUMS lists for a file; a file it does not list cannot be verified, so is refused."""
+        expected = self.checksums.get(relative)
+        if expected is None:
+            raise PipelineError(
+                f"{self.root / relative} is not listed in {self.root / 'SHA256SUMS'}, so it cannot be verified; add its "
+                "sha256 there or remove the file from the mirror"
+            )
+        return expected
 
     def has(self, relative: str) -> bool:
         return (self.root / relative).exists()

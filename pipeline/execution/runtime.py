@@ -143,7 +143,7 @@ def seed_everything(seed: int, deterministic: bool = True) -> None:
     deterministic for a fixed thread count, which every stage fixes first (`apply_threads`, the
     `threads` setting; logged here); `deterministic` makes CUDA pick deterministic kernels too
     (cuBLAS needs its workspace setting for that), warning where an op has none. On CUDA they cost
-    time (the twin step about 11%, docs/scaling.md), so training asks for them only where its
+    time (on an H200 26% of pretrain's steps/s, 38% of the twin's: docs/scaling.md), so training asks for them only where its
     `deterministic` setting does."""
     random.seed(seed)
     np.random.seed(seed)

@@ -32,7 +32,6 @@ from pipeline.training.batching import Batch, fixed_widths
 from pipeline.training.contract import TrainingTask
 
 PAD_MULTIPLE = 8  # padded widths 8, 16, ..., max_length: tensor-core friendly, few enough to capture each
-COMPILE_SETTINGS = ("auto", "on", "graphs", "off")
 CompileMode = Literal["off", "module", "whole", "graphs"]
 
 LossFn = Callable[[nn.Module, Batch, int], dict[str, torch.Tensor]]
