@@ -7,7 +7,7 @@ commit where one is set, else at `main`, and checks every file here before anyth
 a mismatch is one line (the file, the digest expected, the digest received), nothing written. A file
 the manifest does not list (the full 1M-line corpus, a hub model's weights: not knowable offline) is
 not refused: its digest is recorded (`InputRecord`, in reports/provenance/download.json) and one log
-line says it was not verified against a pinned digest. `python -m pipeline.data.pinned --pin
+line names every such file as not verified against a pinned digest. `python -m pipeline.data.pinned --pin
 reports/provenance/download.json` then adds what a download recorded to the manifest, so the next
 download checks it (commit the manifest to pin it for everyone).
 """
@@ -89,12 +89,17 @@ class InputManifest:
         expected = self.digests.get(key)
         if expected is None:
             self.record.unverified[key] = received
-            log.warning("%s: no pinned digest in %s; not verified, recorded sha256 %s", key, self.path.name, received)
         elif received != expected:
             raise PipelineError(f"{where or key}: sha256 {received} received, {expected} expected ({key} in "
                                 f"{self.path.name}); nothing was written")
         else:
             self.record.verified[key] = received
+
+    def say_unverified(self) -> None:
+        """One line for everything recorded without a pinned digest (the digests are in the record)."""
+        if self.record.unverified:
+            log.warning("not verified, no pinned digest in %s (recorded in the provenance; pin with `python -m "
+                        "pipeline.data.pinned --pin`): %s", self.path.name, ", ".join(self.record.unverified))
 
     def check_file(self, key: str, path: Path, where: str | None = None) -> None:
         self.check_digest(key, sha256_of(path), where or str(path))
