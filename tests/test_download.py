@@ -1,5 +1,6 @@
 import hashlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -357,18 +358,23 @@ def test_a_hub_backbone_without_safetensors_is_refused_and_nothing_is_written(tm
     assert list(tmp_path.iterdir()) == []
 
 
+def _shrunken_standins(monkeypatch):
+    """The registry's ids, configurations and tokenizers with shrunken layers (a test builds them in seconds)."""
+    from pipeline.data import standin_models
+
+    shrink = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    monkeypatch.setattr(standin_models, "STANDINS", {
+        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
+        for source, arch in standin_models.STANDINS.items()
+    })
+
+
 def test_standin_hub_serves_the_papers_architectures_built_offline(tmp_path, tiny_params_dict, monkeypatch, caplog):
     """data.hub_endpoint: standin (the rehearsal): the backbone and UC partner are built offline with
     their architecture's configuration and an offline tokenizer, and fetched through a loopback hub."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from pipeline.data import standin_models
-
-    shrink = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
-    monkeypatch.setattr(standin_models, "STANDINS", {  # the registry's ids and tokenizers, shrunken layers
-        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
-        for source, arch in standin_models.STANDINS.items()
-    })
+    _shrunken_standins(monkeypatch)
     tiny_params_dict["data"].update(hub_endpoint="standin", wiki={"limit": 300})
     tiny_params_dict["backbone"].update(name="roberta", source="roberta-base", uc_source="ffgcc/InfoCSE-bert-base", num_layers=2)
     with caplog.at_level("WARNING"):
@@ -403,11 +409,7 @@ def test_standin_models_of_one_architecture_get_different_weights(tmp_path, monk
 
     from pipeline.data import standin_models
 
-    shrink = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
-    monkeypatch.setattr(standin_models, "STANDINS", {
-        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
-        for source, arch in standin_models.STANDINS.items()
-    })
+    _shrunken_standins(monkeypatch)
     for source in ("bert-base-uncased", "ffgcc/InfoCSE-bert-base"):
         standin_models.build_standin(source, tmp_path / source.replace("/", "--"), tmp_path / "unused.txt", seed=42)
     backbone = load_file(tmp_path / "bert-base-uncased" / "model.safetensors")
@@ -429,3 +431,60 @@ def test_the_mirror_is_an_environment_choice_logged_in_one_line(tmp_path, mirror
     ]
     with pytest.raises(PipelineError, match=r"PIPELINE_DATA_MIRROR='.*nowhere' is not a folder; point .* or unset it"):
         configured_mirror({"PIPELINE_DATA_MIRROR": str(tmp_path / "nowhere")})
+
+
+def _paper_download(tmp_path, mirror, monkeypatch, manifest, uc_seed=42, root="data"):
+    """`download` of the paper preset (BERT) by the canonical path: the mirror and the backbones built
+    offline served as `python -m pipeline.data.hub_standin --serve <mirror> --models ...` serves them."""
+    from pipeline.data.hub_standin import STSB_ARCHIVE_PATH, mirror_files, standin_model_files
+    from tools.gpu_hours import compose_paper_params
+
+    params = compose_paper_params("bert", conf=REPO_ROOT / "conf")
+    assert params["data"]["wiki"]["limit"] is None and params["backbone"]["uc_revision"] is None
+    settings = parse_params(params)
+    corpus = mirror / "wiki1m" / "wiki1m_for_simcse.head.txt"
+    served = (mirror_files(mirror) | standin_model_files([(settings.backbone.source, "main")], tmp_path / "models", corpus, 42)
+              | standin_model_files([(settings.backbone.uc_source, "main")], tmp_path / f"uc-{uc_seed}", corpus, uc_seed))
+    with hub_standin(served, any_revision=True) as (endpoint, _):
+        monkeypatch.setenv("PIPELINE_STSB_URL", f"{endpoint}/{STSB_ARCHIVE_PATH}")
+        data = settings.data.model_copy(update={"hub_endpoint": endpoint})
+        return download(data, settings.backbone, settings.seed, None, tmp_path / root, manifest)
+
+
+def test_the_paper_preset_gets_past_download_on_the_standin_and_its_uc_partner_can_be_pinned(
+        tmp_path, mirror, monkeypatch, caplog):
+    """The paper preset (full corpus, BERT-base, InfoCSE as UC partner, every revision null) downloads by
+    the canonical path from the stand-in; what no manifest line pins (the full corpus, the models' files)
+    is recorded and said; `--pin` adds it, and a later download checks the UC partner against it: another
+    UC partner's weights are one line naming the file and both digests, and nothing is written."""
+    from pipeline.data.pinned import InputManifest, model_key, pin_recorded
+
+    _shrunken_standins(monkeypatch)
+    manifest = InputManifest()
+    summary = _paper_download(tmp_path, mirror, monkeypatch, manifest)
+    uc_weights = model_key("ffgcc/InfoCSE-bert-base", "model.safetensors")
+    assert summary.source == "canonical sources" and (tmp_path / "data" / "uc" / "model.safetensors").is_file()
+    assert {uc_weights, model_key("bert-base-uncased", "config.json"), "wiki1m/wiki1m_for_simcse.txt"} <= set(manifest.record.unverified)
+    (said,) = [message for message in caplog.messages if "not verified" in message]  # one line for all of them
+    assert uc_weights in said and "wiki1m/wiki1m_for_simcse.txt" in said
+
+    pinned_copy = tmp_path / "inputs.sha256"
+    shutil.copyfile(manifest.path, pinned_copy)
+    provenance = tmp_path / "download.json"
+    provenance.write_text(json.dumps({"inputs": manifest.record.as_json()}))
+    assert uc_weights in pin_recorded(provenance, pinned_copy) and pin_recorded(provenance, pinned_copy) == []
+    again = InputManifest(pinned_copy)
+    _paper_download(tmp_path, mirror, monkeypatch, again, root="again")
+    assert uc_weights in again.record.verified and not again.record.unverified
+
+    with pytest.raises(PipelineError, match=f"InfoCSE-bert-base@main: model.safetensors: sha256 [0-9a-f]{{64}} received, "
+                                            f"{again.digests[uc_weights]} expected"):
+        _paper_download(tmp_path, mirror, monkeypatch, InputManifest(pinned_copy), uc_seed=7, root="other")
+    assert not any(path.is_file() for path in (tmp_path / "other").rglob("*"))
+
+
+def test_serve_names_an_unknown_standin_model_in_one_line(tmp_path, mirror):
+    result = subprocess.run([sys.executable, "-m", "pipeline.data.hub_standin", "--serve", str(mirror), "--models", "gpt2"],
+                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: --models gpt2: no offline stand-in; it builds: bert-base-uncased, ffgcc/InfoCSE-bert-base, roberta-base"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
-from pipeline.data.pinned import InputManifest, InputRecord, lines_digest, wiki_key
+from pipeline.data.pinned import InputManifest, lines_digest, wiki_key
 from pipeline.data.readers import first_non_utf8_line, read_sick
 from pipeline.data.sources import (
     MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, fetch_url, hub_revision,
@@ -182,33 +182,33 @@ def _backbone_sources(backbone: BackboneSettings) -> list[tuple[str, str | None,
 
 
 def _fetch_backbones(backbone: BackboneSettings, endpoint: str | None, destinations: tuple[Path, Path],
-                     record: InputRecord) -> None:
+                     manifest: InputManifest) -> None:
     """The backbone and the UC partner, each from its package (pinned by the locked environment) or the
-    hub at its pinned commit, else `main` (the commit it resolved to and the files' digests recorded)."""
+    hub at its pinned commit, else `main` (the commit it resolved to recorded), checked against `manifest`."""
     for (source, revision, _), destination in zip(_backbone_sources(backbone), destinations):
-        fetch_backbone(source, destination, hub_revision(revision), endpoint, record)
+        fetch_backbone(source, destination, hub_revision(revision), endpoint, manifest)
 
 
 @contextmanager
-def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, corpus: Path, raw: Path) -> Iterator[str | None]:
+def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, corpus: Path, scratch: Path) -> Iterator[str | None]:
     """The hub the backbones come from: `data.hub_endpoint`, or with `standin` (the rehearsal) a
     loopback hub in this process serving the stand-ins of `pipeline.data.standin_models`."""
     if data.hub_endpoint != STANDIN_HUB:
         yield data.hub_endpoint
         return
-    from pipeline.data.hub_standin import hub_standin, model_files
-    from pipeline.data.standin_models import build_standin
+    from pipeline.data.hub_standin import hub_standin, standin_model_files
 
-    with scratch_directory(raw) as scratch:
-        files = {}
-        for source, revision in dict.fromkeys((source, revision) for source, revision, _ in _backbone_sources(backbone)):
-            folder = scratch / source.replace("/", "--")
-            build_standin(source, folder, corpus, seed)
-            files |= model_files(source, folder, revision or "main")
-        with hub_standin(files) as (endpoint, _):
-            log.warning("data.hub_endpoint=standin: serving %s from a loopback hub at %s", ", ".join(dict.fromkeys(
-                [backbone.source, backbone.uc_source])), endpoint)
-            yield endpoint
+    sources = dict.fromkeys((source, revision or "main") for source, revision, _ in _backbone_sources(backbone))
+    with hub_standin(standin_model_files(sources, scratch / "standins", corpus, seed)) as (endpoint, _):
+        log.warning("data.hub_endpoint=standin: serving %s from a loopback hub at %s", ", ".join(dict.fromkeys(
+            [backbone.source, backbone.uc_source])), endpoint)
+        yield endpoint
+
+
+def _place(folder: Path, destination: Path) -> None:
+    """A checked folder from the scratch folder into place (atomically)."""
+    with atomic_directory(destination) as temporary:
+        shutil.copytree(folder, temporary, dirs_exist_ok=True)
 
 
 def download(
@@ -227,24 +227,27 @@ def download(
 
     if data.hub_endpoint == STANDIN_HUB and mirror is None:
         raise PipelineError(f"data.hub_endpoint=standin serves only the backbones; {MIRROR_HINT} for the corpus and benchmarks")
-    raw, senteval = at(paths.RAW), at(paths.SENTEVAL)
+    raw = at(paths.RAW)
     raw.mkdir(parents=True, exist_ok=True)
     with scratch_directory(raw) as scratch:  # everything fetched and checked first, then written
         wiki = _read_wiki(_wiki_file(data, mirror, scratch, manifest), data.wiki.limit, manifest)
         senteval_folder = _senteval_folder(data, mirror, scratch, manifest)
         stsb = _original_stsb_files(mirror, scratch, manifest)
-        senteval_files = _write_senteval(senteval_folder, mirror, senteval)
+        sick = sick_sentences(senteval_folder, data.sick_splits) if data.add_sick else []
+        corpus = build_corpus(wiki, sick)
+        write_text_atomic(scratch / "corpus.txt", "".join(f"{sentence}\n" for sentence in corpus))
+        with _backbone_hub(data, backbone, seed, scratch / "corpus.txt", scratch) as endpoint:
+            _fetch_backbones(backbone, endpoint, (scratch / "backbone", scratch / "uc"), manifest)
+
+        senteval_files = _write_senteval(senteval_folder, mirror, at(paths.SENTEVAL))
         with atomic_directory(at(paths.ORIGINAL_BENCHMARKS)) as original:
             (original / "STSBenchmark").mkdir()
             for name, path in stsb.items():
                 shutil.copyfile(path, original / "STSBenchmark" / name)
-
-    sick = sick_sentences(senteval, data.sick_splits) if data.add_sick else []
-    corpus = build_corpus(wiki, sick)
-    write_text_atomic(at(paths.CORPUS), "".join(f"{sentence}\n" for sentence in corpus))
-
-    with _backbone_hub(data, backbone, seed, at(paths.CORPUS), raw) as endpoint:
-        _fetch_backbones(backbone, endpoint, (at(paths.BACKBONE), at(paths.UC)), manifest.record)
+        _place(scratch / "backbone", at(paths.BACKBONE))
+        _place(scratch / "uc", at(paths.UC))
+        os.replace(scratch / "corpus.txt", at(paths.CORPUS))  # the same file system: one rename
+    manifest.say_unverified()
     return DownloadSummary(
         wiki_sentences=len(wiki),
         sick_sentences=len(set(sick)),

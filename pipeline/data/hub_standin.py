@@ -9,8 +9,9 @@ use it for every hub download; the checkpoints stage uses it for its offline sta
 `python -m pipeline.data.hub_standin --serve <mirror folder>` serves a data mirror at the canonical
 places, so that the canonical download path runs offline (CI runs it): SimCSE's data release on the
 hub (the corpus, and senteval.tar built from the mirror's senteval/) at any revision, and STS-B's release
-archive at `/stsbenchmark/Stsbenchmark.tar.gz`. It prints `serving on <url>` and, on a second line, the
-variables that point the pipeline at it.
+archive at `/stsbenchmark/Stsbenchmark.tar.gz`; with `--models <hub id>...` also the papers' backbones
+built offline (`pipeline.data.standin_models`), so the paper preset gets past `download` too. It prints
+`serving on <url>` and, on a second line, the variables that point the pipeline at it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, Sequence
 
 def _body(source: bytes | Path) -> bytes:
     return source if isinstance(source, bytes) else Path(source).read_bytes()
@@ -100,6 +101,21 @@ def model_files(repo: str, folder: Path, revision: str = "main", tokenizer: bool
     return {f"{repo}/resolve/{revision}/{name}": folder / name for name in names if (folder / name).is_file()}
 
 
+def standin_model_files(sources: Iterable[tuple[str, str]], folder: Path,
+                        corpus: Path, seed: int) -> dict[str, Path]:
+    """The `hub_standin` entries of the papers' backbones built offline (`pipeline.data.standin_models`),
+    one per (hub id, revision), into `folder`; `corpus` trains RoBERTa's stand-in tokenizer."""
+    from pipeline.data.standin_models import build_standin
+
+    files: dict[str, Path] = {}
+    for source, revision in sources:
+        built = folder / source.replace("/", "--")
+        if not (built / "model.safetensors").is_file():
+            build_standin(source, built, corpus, seed)
+        files |= model_files(source, built, revision)
+    return files
+
+
 STSB_ARCHIVE_PATH = "stsbenchmark/Stsbenchmark.tar.gz"
 
 
@@ -134,13 +150,24 @@ def mirror_files(mirror: Path) -> dict[str, bytes | Path]:
     }
 
 
-def serve(mirror: Path) -> None:
-    """Serve a data mirror at the canonical places until stopped (Ctrl-C)."""
+def serve(mirror: Path, models: Sequence[str] = (), models_folder: Path = Path(".tmp/standin-models"), seed: int = 42) -> None:
+    """Serve a data mirror at the canonical places until stopped (Ctrl-C), and with `models` (hub ids of
+    `pipeline.data.standin_models.STANDINS`) those backbones built offline, at every revision."""
     if not (mirror / "senteval").is_dir():
         print(f"error: {mirror} is no data mirror (no senteval/); give the folder PIPELINE_DATA_MIRROR would name",
               file=sys.stderr)
         raise SystemExit(2)
-    with hub_standin(mirror_files(mirror), any_revision=True) as (endpoint, _):
+    files = mirror_files(mirror)
+    if models:
+        from pipeline.data.standin_models import STANDINS
+
+        unknown = sorted(set(models) - set(STANDINS))
+        if unknown:
+            print(f"error: --models {' '.join(unknown)}: no offline stand-in; it builds: {', '.join(STANDINS)}", file=sys.stderr)
+            raise SystemExit(2)
+        corpus = files[next(key for key in files if key.endswith("wiki1m_for_simcse.txt"))]
+        files |= standin_model_files([(source, "main") for source in models], models_folder, Path(corpus), seed)
+    with hub_standin(files, any_revision=True) as (endpoint, _):
         print(f"serving on {endpoint}", flush=True)
         print(f"export HF_ENDPOINT={endpoint} PIPELINE_STSB_URL={endpoint}/{STSB_ARCHIVE_PATH}", flush=True)
         try:
@@ -152,4 +179,10 @@ def serve(mirror: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Serve a data mirror at the canonical places (the hub, STS-B's release).")
     parser.add_argument("--serve", type=Path, required=True, metavar="MIRROR", help="the data mirror folder")
-    serve(parser.parse_args().serve)
+    parser.add_argument("--models", nargs="*", default=[], metavar="HUB_ID",
+                        help="also serve these backbones built offline (random weights, the published architecture), "
+                             "e.g. bert-base-uncased ffgcc/InfoCSE-bert-base roberta-base")
+    parser.add_argument("--models-folder", type=Path, default=Path(".tmp/standin-models"),
+                        help="where the built stand-ins are kept (reused when present)")
+    arguments = parser.parse_args()
+    serve(arguments.serve, arguments.models, arguments.models_folder)

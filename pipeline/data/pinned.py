@@ -7,14 +7,19 @@ commit where one is set, else at `main`, and checks every file here before anyth
 a mismatch is one line (the file, the digest expected, the digest received), nothing written. A file
 the manifest does not list (the full 1M-line corpus, a hub model's weights: not knowable offline) is
 not refused: its digest is recorded (`InputRecord`, in reports/provenance/download.json) and one log
-line says it was not verified against a pinned digest.
+line names every such file as not verified against a pinned digest. `python -m pipeline.data.pinned --pin
+reports/provenance/download.json` then adds what a download recorded to the manifest, so the next
+download checks it (commit the manifest to pin it for everyone).
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import json
 import logging
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +48,11 @@ def read_sha256sums(path: Path) -> dict[str, str]:
 def wiki_key(limit: int | None) -> str:
     """The manifest key of the corpus a preset reads: its first `limit` lines, or the whole file."""
     return WIKI_KEY if limit is None else f"{WIKI_KEY}#first-{limit}-lines"
+
+
+def model_key(source: str, name: str) -> str:
+    """The manifest key of a hub model's file."""
+    return f"models/{source}/{name}"
 
 
 def lines_digest(lines: list[bytes]) -> str:
@@ -79,12 +89,17 @@ class InputManifest:
         expected = self.digests.get(key)
         if expected is None:
             self.record.unverified[key] = received
-            log.warning("%s: no pinned digest in %s; not verified, recorded sha256 %s", key, self.path.name, received)
         elif received != expected:
             raise PipelineError(f"{where or key}: sha256 {received} received, {expected} expected ({key} in "
                                 f"{self.path.name}); nothing was written")
         else:
             self.record.verified[key] = received
+
+    def say_unverified(self) -> None:
+        """One line for everything recorded without a pinned digest (the digests are in the record)."""
+        if self.record.unverified:
+            log.warning("not verified, no pinned digest in %s (recorded in the provenance; pin with `python -m "
+                        "pipeline.data.pinned --pin`): %s", self.path.name, ", ".join(self.record.unverified))
 
     def check_file(self, key: str, path: Path, where: str | None = None) -> None:
         self.check_digest(key, sha256_of(path), where or str(path))
@@ -93,3 +108,31 @@ class InputManifest:
         """Every file under `folder` as key `<prefix>/<relative path>`."""
         for path in sorted(path for path in folder.rglob("*") if path.is_file()):
             self.check_file(f"{prefix}/{path.relative_to(folder).as_posix()}", path, f"{where}: {path.relative_to(folder)}")
+
+
+def pin_recorded(provenance: Path, manifest: Path = MANIFEST) -> list[str]:
+    """Append the digests a download recorded but could not verify (`inputs.unverified` of its
+    provenance file) to `manifest`; returns the keys added. A key the manifest pins already is left."""
+    try:
+        recorded = json.loads(provenance.read_text(encoding="utf-8"))["inputs"]["unverified"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise PipelineError(f"{provenance}: no download record ({error}); give reports/provenance/download.json "
+                            "of a finished download") from None
+    pinned = read_sha256sums(manifest)
+    added = sorted(key for key in recorded if key not in pinned)
+    if added:
+        with manifest.open("a", encoding="utf-8") as handle:
+            handle.writelines(f"{recorded[key]}  {key}\n" for key in added)
+    return added
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Pin what a download recorded: add its unverified digests to the manifest.")
+    parser.add_argument("--pin", type=Path, required=True, metavar="PROVENANCE", help="reports/provenance/download.json")
+    arguments = parser.parse_args()
+    try:
+        keys = pin_recorded(arguments.pin)
+    except PipelineError as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"pinned {len(keys)} digest(s) in {MANIFEST}: {', '.join(keys) or 'none new'}")

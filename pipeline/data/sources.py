@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from pipeline.data.pinned import SHA256, InputRecord, read_sha256sums
+from pipeline.data.pinned import SHA256, InputManifest, InputRecord, model_key, read_sha256sums
 from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256_of
 from pipeline.paths import setting_path
@@ -230,12 +230,13 @@ def package_model_dir(source: str) -> Path:
 
 
 def fetch_backbone(source: str, destination: Path, revision: str = "main", endpoint: str | None = None,
-                   record: InputRecord | None = None) -> list[str]:
+                   manifest: InputManifest | None = None) -> list[str]:
     """Copy a backbone's files as published: config, safetensors weights and tokenizer files, never a
     pickle. Nothing is re-serialised (no `save_pretrained`), so the bytes do not depend on the
-    installed transformers/tokenizers. A hub model's files are verified by the hub's checksums; their
-    digests and commit go in `record` (a package's are pinned by the locked environment). Returns the
-    names copied."""
+    installed transformers/tokenizers. A hub model's files are verified by the hub's checksums and
+    checked against `manifest` (key `models/<source>/<file>`: pinned there, a mismatch refuses; not
+    pinned, the digest is recorded for `pipeline.data.pinned --pin`); a package's are pinned by the
+    locked environment. Returns the names copied."""
     with atomic_directory(destination) as temporary:
         if source.startswith(PACKAGE_PREFIX):
             folder = package_model_dir(source)
@@ -245,9 +246,9 @@ def fetch_backbone(source: str, destination: Path, revision: str = "main", endpo
         else:
             for name in BACKBONE_FILES:
                 fetched = fetch_hub_file(source, name, temporary / name, endpoint, "model", revision,
-                                         optional=name != CONFIG_FILE, record=record)
-                if fetched is not None and record is not None:
-                    record.unverified[f"models/{source}/{name}"] = sha256_of(fetched)
+                                         optional=name != CONFIG_FILE, record=manifest and manifest.record)
+                if fetched is not None and manifest is not None:
+                    manifest.check_file(model_key(source, name), fetched, f"{source}@{revision}: {name}")
         copied = sorted(path.name for path in temporary.iterdir())
         if WEIGHTS_FILE not in copied:
             raise PipelineError(

@@ -97,5 +97,5 @@ def build_standin(source: str, folder: Path, corpus: Path, seed: int, shrink: di
         _wordpiece_tokenizer(folder)
     else:
         _byte_level_bpe_tokenizer(folder, corpus, config.vocab_size, config.max_position_embeddings - 2)
-    log.warning("data.hub_endpoint=standin: built '%s' offline (%s configuration, random weights, %s tokenizer)",
+    log.warning("built a stand-in of '%s' offline (%s configuration, random weights, %s tokenizer)",
                 source, architecture.model_type, "WordPiece" if architecture.model_type == "bert" else "corpus BPE")
