@@ -219,6 +219,22 @@ def test_another_cpu_that_changes_a_verdict_is_not_reproduced(project):
     assert "reports/claims.json: verdict changed: tncse-beats-tower-i: inconclusive vs committed holds" in result.stdout
 
 
+def test_a_verdict_at_the_edge_flipping_to_inconclusive_is_equivalent_and_named(project):
+    """A verdict whose interval ends within a tenth of its half-width of the boundary (claims.json's
+    `at_edge`) may flip on another CPU: to or from "inconclusive" that is equivalent, and the line names
+    it; the same flip of a verdict not at the edge stays "not reproduced"."""
+    edit(project, "reports/claims.json", lambda c: c.update(details={"tncse-beats-tower-i": {"at_edge": True}}))
+    git(project, "-c", "user.name=ci", "-c", "user.email=ci@example.org", "commit", "-qam", "the committed run, one verdict at the edge")
+    another_machine(project)
+    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "inconclusive"}))
+    result = check(project)
+    assert result.returncode == 0, result.stdout
+    assert "verdict: equivalent" in result.stdout
+    assert "1 at the edge, equivalent: tncse-beats-tower-i: inconclusive vs committed holds" in result.stdout
+    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "contradicted"}))
+    assert check(project).returncode == 1  # across the boundary's other side: not an edge flip
+
+
 def test_another_step_count_is_not_reproduced(project):
     another_machine(project)
     edit(project, "reports/training/joint.json", lambda d: d.update(steps=11))

@@ -49,10 +49,24 @@ def test_an_undecided_order_says_what_would_decide_it(tiny_params_dict):
     # a negative margin ("not worse by more than 0.5"): the paper's 0.30 lies 0.80 above it, and that is what seeds must resolve
     keeps = one(order_claim(paper="79.58 > 79.28", margin=-0.5, margin_reason="keeps within 0.5"), tiny_params_dict)
     text = would_take(undecided(keeps, estimate), {}, "bert")
-    assert "cannot hold" not in text and "the paper's gap 0.30 (0.80 from the margin) needs" in text
+    assert "cannot hold" not in text and "the paper's gap 0.30 (0.80 beyond the margin and band) needs" in text
     beyond = one(order_claim(paper="79.58 > 79.28", margin=0.5, margin_reason="clearly better"), tiny_params_dict)
-    assert "not above the claim's margin 0.5: it cannot hold even if reproduced exactly" in would_take(
+    assert "not beyond the claim's margin 0.5: it cannot hold even if reproduced exactly" in would_take(
         undecided(beyond, estimate), {}, "bert")
+
+
+def test_what_would_decide_it_agrees_with_the_row(tiny_params_dict):
+    """An interval that already excludes the paper's gap names no seed count for it (the committed
+    tncse-beats-simcse-bert: −0.02 [−0.66, 0.61] against the paper's 3.33); a banded claim's threshold
+    counts its band."""
+    claim = one(order_claim(paper="TNCSE 79.58 > SimCSE 76.25 (Table 1)"), tiny_params_dict)
+    estimate = compare_arms(np.array([72.0, 72.4, 71.6, 72.1, 71.9]), np.array([72.0, 72.5, 71.7, 72.2, 71.8]), 0.0)
+    text = would_take(undecided(claim, estimate), {"bert": 2.81}, "bert")
+    assert "already excludes the paper's gap 3.33" in text and "seeds per arm" not in text
+    banded = one(order_claim(paper="0.71 > 0.60", metric="analysis:alignment", band=0.02, band_reason="stated"), tiny_params_dict)
+    wide = compare_arms(np.array([72.0, 72.4, 71.6]), np.array([71.9, 72.6, 71.7]), 0.0)
+    text = would_take(undecided(banded, wide), {}, "bert")
+    assert f"decides |Δ − margin| ≥ {wide.half_width + 0.02:.2f}" in text and "beyond the band 0.02" in text
 
 
 def test_an_undecided_value_claim_says_whether_seeds_can_decide_it(tiny_params_dict):
@@ -90,6 +104,11 @@ def test_the_committed_report_answers_what_would_decide_every_undecided_claim():
     undecided_claims = [entry for entry in details.values() if entry["verdict"] in (INCONCLUSIVE, CONSISTENT)
                         and entry["kind"] in ("order", "trend", "value") and entry.get("comparisons", [{}])[0].get("seeds")]
     assert undecided_claims and all(entry["would_take"] for entry in undecided_claims)
+    for claim_id, entry in details.items():  # no seed count for a gap the row's own interval already excludes
+        intervals = [pair["interval"] for pair in entry.get("comparisons", []) if pair.get("interval")]
+        if entry.get("paper_gap") and intervals and entry["would_take"] and not entry.get("lower_is_better"):
+            if max(high for _, high in intervals) < entry["paper_gap"]:
+                assert "seeds per arm" not in entry["would_take"], claim_id
 
 
 def test_gpu_hours_per_seed_come_from_the_gpu_check():

@@ -29,11 +29,12 @@ from pipeline import paths
 from pipeline.io import dotted_leaves
 from pipeline.data.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
+from pipeline.reporting.noise import EDGE_FRACTION, INCONCLUSIVE as INCONCLUSIVE_VERDICT
 from pipeline.git import git, git_text_or_none
 from tools.workspace import workspace_differences
 
 IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
-DEFAULT_FRACTION = 0.1
+DEFAULT_FRACTION = EDGE_FRACTION  # a tenth of a score's half-width: what another CPU's last bits move
 # The files that say what environment a run had: every training and evaluation record holds one.
 RECORD_FOLDERS = (paths.TRAINING_DETAILS, paths.METRICS_DETAILS)
 # What of an environment record is the machine (or how the run was spread over it): another value there
@@ -327,6 +328,29 @@ def claim_verdicts(claims: dict) -> dict[str, str]:
     return {f"count of {key}": str(value) for key, value in dotted_leaves(claims.get("verdicts", {}), into_lists=True).items()}
 
 
+def edge_claims(claims: dict) -> set[str]:
+    """The ids of claims.json's verdicts at the edge (`details.<id>.at_edge`)."""
+    details = claims.get("details")
+    return {str(key) for key, entry in details.items() if isinstance(entry, dict) and entry.get("at_edge")} if isinstance(details, dict) else set()
+
+
+def compare_verdicts(committed: dict, current: dict, check: "Check") -> None:
+    """Every claim's verdict unchanged; a verdict at the edge (either run's) flipping to or from
+    "inconclusive" is equivalent, and named; any other change is a problem."""
+    then, now = claim_verdicts(committed), claim_verdicts(current)
+    edge = edge_claims(committed) | edge_claims(current)
+    changed, flipped = [], []
+    for key, value in then.items():
+        if now.get(key) == value:
+            continue
+        line = f"{key}: {now.get(key, 'missing')} vs committed {value}"
+        at_edge = key in edge and INCONCLUSIVE_VERDICT in (value, now.get(key)) and now.get(key) is not None
+        (flipped if at_edge else changed).append(line)
+    check.lines.append(f"claims' verdicts compared: {len(then)}, {len(changed) + len(flipped)} changed"
+                       + (f" ({len(flipped)} at the edge, equivalent: {'; '.join(flipped)})" if flipped else ""))
+    check.problems += [f"{CLAIMS.as_posix()}: verdict changed: {line}" for line in changed]
+
+
 # --- the check ------------------------------------------------------------------------------------
 
 
@@ -433,7 +457,4 @@ def compare_results(expected: Revision, actual: Revision, fraction: float, check
         if current_claims is None:
             check.problems.append(f"{CLAIMS.as_posix()}: not produced by this run")
             return
-        then, now = claim_verdicts(claims), claim_verdicts(current_claims)
-        changed = [f"{key}: {now.get(key, 'missing')} vs committed {value}" for key, value in then.items() if now.get(key) != value]
-        check.lines.append(f"claims' verdicts compared: {len(then)}, {len(changed)} changed")
-        check.problems += [f"{CLAIMS.as_posix()}: verdict changed: {line}" for line in changed]
+        compare_verdicts(claims, current_claims, check)

@@ -55,13 +55,11 @@ def _resamples(row: Row, model: str, column: str) -> np.ndarray | None:
     return np.asarray(scores, dtype=float) if isinstance(scores, list) and scores else None
 
 
-def pair_variance(better: Arm, worse: Arm | None = None) -> float:
-    """τ²: the bootstrap variance of a difference of two models of one run (resampled together), or of
-    one model's score (a comparison with a paper's number); 0 where the column has no resamples."""
-    if better.resamples is None or (worse is not None and worse.resamples is None):
+def pair_variance(better: Arm, worse: Arm) -> float:
+    """τ²: the bootstrap variance of a difference of two models of one run (resampled together); 0 where
+    the column has no resamples. (Against a paper's number there is none: the paper scored the same pairs.)"""
+    if better.resamples is None or worse.resamples is None:
         return 0.0
-    if worse is None:
-        return float(np.var(better.resamples, ddof=1))
     if len(better.resamples) != len(worse.resamples):
         return float(np.var(better.resamples, ddof=1) + np.var(worse.resamples, ddof=1))
     return float(np.var(better.resamples - worse.resamples, ddof=1))
@@ -83,11 +81,14 @@ def borrowed_noise(record: SeedRecord | None, params: dict, models: list[str], c
     arms = [record.arm(model, column) for model in models] if same_kind else []
     if arms and all(arm is not None for arm in arms):
         seeds = len(record.seeds)
-        if is_paired and len(arms) == 2:
+        if is_paired and len(set(models)) == 2:
             sd = float(np.std(arms[0] - arms[1], ddof=1))
             return SeedNoise(sd, seeds - 1, f"measured on the record's {seeds} seeds: the within-run difference ({record.source})"), True
-        sd = float(np.sqrt(np.mean([np.var(arm, ddof=1) for arm in arms])))
-        return SeedNoise(sd, len(arms) * (seeds - 1), f"measured on the record's {seeds} seeds, pooled ({record.source})"), False
+        # pooled over the distinct models; one record of n seeds is one estimate on n − 1 degrees of freedom,
+        # however many arms borrow it (the models' scores come from the same runs: not independent estimates)
+        distinct = [record.arm(model, column) for model in dict.fromkeys(models)]
+        sd = float(np.sqrt(np.mean([np.var(arm, ddof=1) for arm in distinct])))
+        return SeedNoise(sd, seeds - 1, f"measured on the record's {seeds} seeds, pooled ({record.source})"), False
     if params.get("scale") == "paper":
         return PAPER_SCALE_PRIOR, False
     return SeedNoise(PAPER_SCALE_PRIOR.sd, None, f"none measured at {params.get('scale')} scale: the paper-scale prior, sd "

@@ -57,14 +57,19 @@ def judged_backbone(params: dict[str, Any]) -> str:
     return backbone.stands_in_for if backbone and backbone.stands_in_for else name
 
 
-def other_backbone(claim_backbone: str, params: dict[str, Any]) -> str | None:
+def other_backbone(claim_backbone: str, params: dict[str, Any], of_pretraining: bool = False) -> str | None:
     """Why a run cannot judge a claim (or a row) on `claim_backbone`, or None when it can. At a paper-shaped
-    scale the claim reads that backbone's runs (experiments); below it, only the stand-in's backbone."""
+    scale the claim reads that backbone's runs (experiments); below it, only the stand-in's backbone, and
+    not a claim about what the backbone's pre-training gives (`of_pretraining`): a stand-in was pre-trained
+    otherwise (all-MiniLM-L6-v2 is a supervised sentence encoder, not a masked language model)."""
     if params["scale"] in PAPER_SHAPED:
         return None
     judged = judged_backbone(params)
-    if judged == claim_backbone:
-        return None
     run = params["backbone"]["name"]
+    if judged == claim_backbone and not (of_pretraining and run != judged):
+        return None
+    if judged == claim_backbone:
+        return (f"a claim about what {title(claim_backbone)}'s pre-training gives: {run} stands in for its shape, "
+                "not its pre-training")
     stands = f" (it stands in for {title(judged)})" if run != judged else ""
     return f"{title(claim_backbone)} is not this run's backbone: it ran {run}{stands}"

@@ -39,7 +39,8 @@ from pipeline.reporting.arms import Arm, arm_of, borrowed_noise, pair_variance, 
 from pipeline.reporting.backbones import other_backbone
 from pipeline.reporting.noise import (
     CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Estimate, compare_arms,
-    correlation_verdict, decidable_gap, order_verdict, seeds_needed, trend_verdict, value_verdict,
+    CORRELATION_ALPHA, EDGE_FRACTION, at_the_edge, correlation_verdict, decidable_gap, order_verdict, seeds_needed,
+    trend_verdict, value_verdict,
 )
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
@@ -60,6 +61,7 @@ VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, CONSISTENT, HOLDS, CONTRADICTED,
 # A number of a claim's paper text, not a multiplier of a sweep ("0.5× 76.96": 76.96 only).
 _PAPER_NUMBER = re.compile(r"(?<![\d.])(-?\d+\.\d+)(?![\d.]*\s*×)")
 UNDECIDED = (INCONCLUSIVE, CONSISTENT)  # judged, but the noise leaves it open: "what it would take" is said
+DECIDED = (REPRODUCED, HIGHER, NOT_REPRODUCED, HOLDS, CONTRADICTED)  # judged and settled by this run
 ORIGINS = ("paper", "project")
 _CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _TOLERANCE = 1e-9  # |Δ| = ε exactly counts as inside the band, whatever the float rounding
@@ -138,6 +140,7 @@ class Verdict:
     seed_sd: float | None = None  # a value claim's seed sd per run (measured or borrowed)
     p_value: float | None = None  # a correlation's one-sided permutation p
     would_take: str | None = None  # for an undecided claim: what would decide it
+    at_edge: bool = False  # its interval ends within EDGE_FRACTION of a half-width of a boundary: another CPU may flip it
 
 
 @dataclass
@@ -235,6 +238,10 @@ class ClaimSpec(Spec):
     backbone: str | None = Field(
         None, description="the papers' backbone the claim is about (conf/backbone/); a value claim takes its table's"
     )
+    of_pretraining: bool = Field(
+        False, description="the claim is about what the backbone's pre-training gives (an attention sink, the pre-trained "
+                           "embeddings' geometry): a stand-in backbone cannot show it"
+    )
 
     @field_validator("id")
     @classmethod
@@ -279,10 +286,17 @@ class ClaimSpec(Spec):
 
     def judge(self, judging: Judging) -> Verdict:
         """The verdict: on another backbone not compared, else the kind's own judgement."""
-        elsewhere = other_backbone(self.claim_backbone(judging.tables), judging.params)
+        elsewhere = other_backbone(self.claim_backbone(judging.tables), judging.params, self.of_pretraining)
         if elsewhere:
             return Verdict(self, OTHER_BACKBONE, note=elsewhere)
-        return self.judge_here(judging)
+        result = self.judge_here(judging)
+        result.at_edge = result.verdict in (*DECIDED, *UNDECIDED) and self.at_edge(result)
+        return result
+
+    def at_edge(self, result: Verdict) -> bool:
+        """Whether the verdict lies within the cross-machine tolerance of a boundary (`noise.at_the_edge`):
+        none for a kind without an interval."""
+        return False
 
     @abstractmethod
     def judge_here(self, judging: Judging) -> Verdict:
@@ -299,7 +313,8 @@ class ClaimSpec(Spec):
     def verdict_text(self, result: Verdict) -> str:
         notes = result.note.split("; ") if result.note else []
         notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]
-        shown = f"**{result.verdict}**" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+        edge = ", at the edge (within a tenth of its half-width of the boundary: another CPU may flip it)" if result.at_edge else ""
+        shown = f"**{result.verdict}**{edge}" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
         return shown + (f". What would decide it: {result.would_take}" if result.would_take else "")
 
 
@@ -394,8 +409,12 @@ class ValueClaim(ClaimSpec):
             result.ours, result.seeds, result.run = float(arm.values.mean()), len(arm.values), arm.source
             result.noise_source = arm.source if noise is None else noise.source
             result.seed_sd = float(np.std(arm.values, ddof=1)) if noise is None else noise.sd
-            result.verdict, result.interval = value_verdict(arm.values, result.paper, result.epsilon, pair_variance(arm), noise)
+            # the paper scored the same test pairs: their noise cancels in ours − paper, only the seeds' counts
+            result.verdict, result.interval = value_verdict(arm.values, result.paper, result.epsilon, 0.0, noise)
         return result
+
+    def at_edge(self, result: Verdict) -> bool:
+        return result.interval is not None and at_the_edge(result.interval, (-result.epsilon, 0.0, result.epsilon))
 
     def ours_text(self, result: Verdict) -> str:
         if result.ours is None:
@@ -530,8 +549,8 @@ class ComparisonClaim(ClaimSpec):
         if problem:
             pair.note = problem
             return pair
-        ours = [arm for arm in arms if arm.resamples is not None]
-        tau2 = pair_variance(arms[0], arms[1]) if not fixed else pair_variance(ours[0])
+        # against a paper's number the test pairs are the paper's own: their noise is in both numbers and cancels
+        tau2 = pair_variance(arms[0], arms[1]) if not fixed else 0.0
         models = [subject.model for subject in (better, worse) if subject.model]
         estimate = estimate_arms(arms[0], arms[1], tau2, judging, models, self.metric)
         pair.interval = estimate.interval
@@ -567,11 +586,25 @@ class ComparisonClaim(ClaimSpec):
         for pair in result.comparisons:
             shown = "—" if pair.difference is None else f"{_signed(pair.difference)}{_interval_text(pair.interval)}"
             if pair.estimate is not None:
-                shown += f" ({_noise_text(pair.estimate.seeds, pair.estimate.seed_source)}; pair noise τ {_number(pair.estimate.tau)})"
+                shown += f" ({_noise_text(pair.estimate.seeds, pair.estimate.seed_source)}; {self._sample_noise_text(pair)})"
             elif pair.arms is not None:
                 shown += " (one run each)"
             parts.append(f"{pair.better} − {pair.worse}: {shown} {pair.verdict}")
         return "; ".join(parts) or "—"
+
+    def at_edge(self, result: Verdict) -> bool:
+        band, margin = self.band or 0.0, self.judged_margin()
+        return any(at_the_edge(pair.estimate.interval, (margin - band, margin + band)) for pair in result.comparisons
+                   if pair.estimate is not None and not pair.estimate.degenerate)
+
+    def _sample_noise_text(self, pair: Comparison) -> str:
+        """The test-sample noise the interval counts: τ of the paired bootstrap, none against a paper's
+        number (the same test pairs), or unmeasured for a metric without resamples."""
+        if not self.resampled():
+            return "sentence-sample noise not measured: seeds only"
+        if pair.estimate.tau == 0 and any(subject.paper_number is not None for subject in self.subjects()):
+            return "the paper's test pairs: no pair noise"
+        return f"pair noise τ {_number(pair.estimate.tau)}"
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         band = f" (band {self.band:g}: {self.band_reason})" if self.band is not None else ""
@@ -634,11 +667,12 @@ class OrderClaim(ComparisonClaim):
 
 
 class TrendClaim(ComparisonClaim):
-    """A sweep's shape: `decreasing` (each subject beats the next), `first-best` (the first beats each
-    other) or `flat` (not sensitive to the swept setting: no two points differ by `width` or more)."""
+    """A sweep's shape: `decreasing` (each subject beats the next), `increasing` (each next beats the one
+    before), `first-best` (the first beats each other) or `flat` (not sensitive to the swept setting: no
+    two points differ by `width` or more)."""
 
     kind: Literal["trend"]
-    shape: Literal["decreasing", "first-best", "flat"]
+    shape: Literal["decreasing", "increasing", "first-best", "flat"]
     width: float | None = Field(None, gt=0, description="flat: the difference between two points that counts as sensitive")
     width_reason: str | None = None
     sweep: list[SubjectSpec] = Field(min_length=2, alias="subjects")
@@ -669,10 +703,10 @@ class TrendClaim(ComparisonClaim):
         return None if self.shape == "flat" else super().paper_gap()
 
     def gap_of(self, numbers: list[float]) -> float:
-        """The smallest step the shape needs: the first against the best other, or the smallest fall."""
+        """The gap the shape is judged on: the first against the best other; the endpoints' for a monotone sweep."""
         if self.shape == "first-best":
             return abs(numbers[0] - max(numbers[1:]))
-        return abs(min(a - b for a, b in zip(numbers, numbers[1:])))
+        return abs(numbers[0] - numbers[-1])
 
     def judged_margin(self) -> float:
         """flat: each ordered pair keeps within the width (a − b > −width both ways); else 0."""
@@ -680,12 +714,15 @@ class TrendClaim(ComparisonClaim):
 
     def family(self, kept: list[SubjectSpec]) -> list[tuple[SubjectSpec, SubjectSpec]]:
         """The pairs the shape implies: first-best, the first against each other; decreasing, each
-        neighbour pair and the endpoints (a sweep of small steps can fall overall yet no step be sure);
+        neighbour pair then the endpoints (a sweep of small steps can fall overall yet no step be sure:
+        the endpoints decide it, a step only contradicts it); increasing, the same the other way round;
         flat, every ordered pair (|a − b| < width is a − b > −width and b − a > −width)."""
         if self.shape == "flat":
             return [(one, other) for one in kept for other in kept if one is not other]
-        if self.shape == "decreasing":
-            return list(zip(kept, kept[1:])) + ([(kept[0], kept[-1])] if len(kept) > 2 else [])
+        if self.shape in ("decreasing", "increasing"):
+            ordered = kept if self.shape == "decreasing" else kept[::-1]
+            steps = list(zip(ordered, ordered[1:]))
+            return steps + ([(ordered[0], ordered[-1])] if len(ordered) > 2 else [])
         return [(kept[0], other) for other in kept[1:]] if kept and kept[0] is self.sweep[0] else []
 
     def judge_here(self, judging: Judging) -> Verdict:
@@ -838,19 +875,28 @@ class CorrelationClaim(ClaimSpec):
         if judging.scale not in self.scales:
             return Verdict(self, OTHER_SCALE, note=f"compared at {' / '.join(self.scales)} scale; this run is {judging.scale}")
         rows = judging.rows(self.models, [self.x, self.y], self.claim_backbone(judging.tables), self.claim)
-        points = [(row.ours[self.x], row.ours[self.y]) for row in rows.values()
-                  if row.present and row.ours.get(self.x) is not None and row.ours.get(self.y) is not None]
+        measured = [(subject, rows[subject.label]) for subject in self.models]
+        measured = [(subject, row) for subject, row in measured
+                    if row.present and row.ours.get(self.x) is not None and row.ours.get(self.y) is not None]
+        # each model's mean over the seed record's seeds where the record holds it (one run's ρ is noisier)
+        arms = [[arm_of(row, subject.model, column, judging.record) for column in (self.x, self.y)] for subject, row in measured]
+        points = [(x_arm.values.mean(), y_arm.values.mean()) for x_arm, y_arm in arms]
+        seeds = min((min(len(x_arm.values), len(y_arm.values)) for x_arm, y_arm in arms), default=1)
         if len(points) < 3:
             absent = [_absence(row) for row in rows.values() if not row.present]
             return Verdict(self, NOT_RUN, note=f"{len(points)} of {len(rows)} models measured; three are needed",
                            commands=list(dict.fromkeys(command for _, commands in absent for command in commands)))
         # the claimed direction with a one-sided permutation p (pipeline.reporting.noise): a ρ over a few
-        # models is weak evidence alone; holds needs both p < 0.05 and |ρ| ≥ strength
+        # models is weak evidence alone; holds needs both p < 0.025 and |ρ| ≥ strength
         verdict, rho, p_value = correlation_verdict(
             np.asarray([x for x, _ in points]), np.asarray([y for _, y in points]),
             claimed_sign=1 if self.sign == "positive" else -1, threshold=self.strength if self.sign == "positive" else -self.strength,
         )
-        return Verdict(self, verdict, ours=rho, run=f"{len(points)} models", p_value=p_value)
+        run = f"{len(points)} models" + (f", each the mean of {seeds} seeds" if seeds > 1 else ", one run each")
+        return Verdict(self, verdict, ours=rho, run=run, p_value=p_value)
+
+    def at_edge(self, result: Verdict) -> bool:
+        return result.p_value is not None and abs(result.p_value - CORRELATION_ALPHA) <= EDGE_FRACTION * CORRELATION_ALPHA
 
     def ours_text(self, result: Verdict) -> str:
         if result.ours is None:

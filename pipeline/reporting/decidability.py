@@ -28,21 +28,31 @@ def paper_gap(claim: ComparisonClaim) -> float | None:
     return claim.paper_gap()
 
 
-def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hours: float | None) -> str:
+def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hours: float | None, band: float = 0.0) -> str:
+    """What would decide an undecided comparison, consistent with its row: the smallest |Δ − margin| it
+    could decide (its half-width, plus the band a banded claim must clear), and the seeds the paper's gap
+    needs, unless the interval already excludes that gap (then seeds for it would only confirm that)."""
     paired = "within-run" in estimate.seed_source
-    here = f"this run decides |Δ − margin| ≥ {decidable_gap(estimate, margin):.2f}"
+    here = f"this run decides |Δ − margin| ≥ {decidable_gap(estimate, margin) + band:.2f}"
+    if band:
+        here += f" (its half-width {decidable_gap(estimate, margin):.2f} beyond the band {band:g})"
     if gap is None:
         return here + "; the paper's text gives no gap to size the seeds for"
-    if gap <= margin:  # the claim holds above its margin, which may be negative ("not worse by more than ...")
-        return here + f"; the paper's gap {gap:.2f} is not above the claim's margin {margin:g}: it cannot hold even if reproduced exactly"
-    shown = f"{gap:.2f}" + (f" ({gap - margin:.2f} from the margin)" if margin else "")
-    gap = gap - margin  # what a run must resolve: the paper's gap's distance from the margin
+    if gap <= margin + band:  # the claim holds above its margin (and band), which may be negative
+        return here + f"; the paper's gap {gap:.2f} is not beyond the claim's margin {margin:g}{f' and band {band:g}' if band else ''}: it cannot hold even if reproduced exactly"
+    low, high = estimate.interval
+    if high < gap:
+        return (here + f"; its interval [{low:.2f}, {high:.2f}] already excludes the paper's gap {gap:.2f}: the effect "
+                f"here is smaller than the paper's, and more seeds would only narrow where it lies")
+    shown = f"{gap:.2f}" + (f" ({gap - margin - band:.2f} beyond the margin and band)" if margin or band else "")
+    gap = gap - margin - band  # what a run must resolve: the paper's gap's distance from margin and band
     needed = seeds_needed(gap, estimate.seed_sd, estimate.tau ** 2, paired=paired, power=POWER)
     if needed is None:
         return here + f"; for the paper's gap {shown} more test pairs are needed, not seeds (the pair noise τ {estimate.tau:.2f} alone is too large)"
     at_paper = seeds_needed(gap, PAPER_SCALE_PRIOR.sd, 0.0, power=POWER)
     cost = f", {at_paper * 2 * hours:.0f} GPU hours for the two arms" if (hours and at_paper) else ""
-    paper = f"; at paper scale (prior sd {PAPER_SCALE_PRIOR.sd}, pair noise aside) {at_paper} seeds per arm{cost}" if at_paper else ""
+    paper = (f"; at paper scale (prior sd {PAPER_SCALE_PRIOR.sd}, its full test sets' pair noise aside) {at_paper} seeds per arm{cost}"
+             if at_paper else "; at paper scale no number of seeds up to 10,000 would")
     return here + f"; the paper's gap {shown} needs {needed} seeds per arm at this scale's noise for {POWER:.0%} power{paper}"
 
 
@@ -69,17 +79,17 @@ def would_take(result: Verdict, gpu_hours: dict[str, float], backbone: str) -> s
         if not estimates:
             return None
         widest = max(estimates, key=lambda pair: pair.estimate.half_width)
-        return _order_would_take(widest.estimate, claim.judged_margin(), paper_gap(claim), gpu_hours.get(backbone))
+        return _order_would_take(widest.estimate, claim.judged_margin(), paper_gap(claim), gpu_hours.get(backbone), claim.band or 0.0)
     return None
 
 
-def _comparison_record(pair: Comparison) -> dict[str, Any]:
+def _comparison_record(pair: Comparison, flip: float) -> dict[str, Any]:
     estimate = pair.estimate
     record: dict[str, Any] = {"better": pair.better, "worse": pair.worse, "verdict": pair.verdict,
                               "difference": pair.difference, "interval": pair.interval, "arms": pair.arms}
     if estimate is not None:
         record |= {
-            "interval_kind": "pair + seed, 95 %", "pair_interval": estimate.pair_interval, "seeds": estimate.seeds,
+            "interval_kind": "pair + seed, 95 %", "pair_interval": _printed(estimate.pair_interval, flip), "seeds": estimate.seeds,
             "seed_sd": estimate.seed_sd, "seed_df": estimate.seed_df, "seed_source": estimate.seed_source,
             "tau": estimate.tau, "decidable_gap": estimate.half_width,
         }
@@ -92,7 +102,7 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
     """One claim's verdict and every number behind it, for reports/claims.json."""
     claim = result.claim
     record: dict[str, Any] = {"kind": claim.kind, "origin": claim.origin, "backbone": backbone, "scale": scale,
-                              "verdict": result.verdict, "would_take": result.would_take}
+                              "verdict": result.verdict, "at_edge": result.at_edge, "would_take": result.would_take}
     if isinstance(claim, ValueClaim):
         record |= {"ours": result.ours, "paper": result.paper, "epsilon": result.epsilon, "seeds": result.seeds,
                    "seed_source": result.noise_source, "interval": result.interval,
@@ -100,7 +110,7 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
                    "difference": None if result.ours is None or result.paper is None else result.ours - result.paper}
     if isinstance(claim, ComparisonClaim):
         record |= {"paper": claim.paper, "lower_is_better": claim.lower_is_better, "paper_gap": paper_gap(claim),
-                   "family_size": len(result.comparisons), "comparisons": [_comparison_record(pair) for pair in result.comparisons]}
+                   "family_size": len(result.comparisons), "comparisons": [_comparison_record(pair, -1.0 if claim.lower_is_better else 1.0) for pair in result.comparisons]}
         if isinstance(claim, OrderClaim) or claim.judged_margin():
             record["margin"] = claim.judged_margin()
     if result.p_value is not None:

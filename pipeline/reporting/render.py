@@ -15,7 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.io import dotted_leaves
-from pipeline.reporting.claims import CONSISTENT, CONTRADICTED, HOLDS, INCONCLUSIVE, VERDICTS, Verdict, verdict_counts, verdict_key
+from pipeline.reporting.claims import (
+    CONSISTENT, CONTRADICTED, DECIDED, HOLDS, INCONCLUSIVE, VERDICTS, Verdict, verdict_counts, verdict_key,
+)
 from pipeline.reporting.noise import expected_by_chance
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.backbones import judged_backbone, title
@@ -205,17 +207,21 @@ def index(tables: list[Table], figures: dict[str, str] | None = None) -> str:
 # --- reports/REPRODUCTION.md --------------------------------------------------------------------
 
 VERDICT_LEGEND = (
-    "Every interval counts both sources of noise: the sampling of test pairs (the paired bootstrap, τ) and the "
+    "An STS interval counts both sources of noise: the sampling of test pairs (the paired bootstrap, τ) and the "
     "training seed (an arm's own seeds, the committed seed record reports/seed_noise.json, or a stated prior); each "
-    "row says how many seeds each arm has and where its seed noise comes from. Value claims (the paper's number is one "
+    "row says how many seeds each arm has and where its seed noise comes from. Against a paper's number the test pairs "
+    "are the paper's own, so their noise cancels and only seed noise counts; an analysis metric's sentence-sample "
+    "noise is not measured, and its row says so. Value claims (the paper's number is one "
     "run): a 95% prediction interval of ours − paper; reproduced when it lies within ±ε, reproduced, higher / not "
     "reproduced when it lies beyond +ε / −ε, consistent within seed noise when it holds 0 but is wider than ±ε, else "
     "inconclusive. Order claims: holds / contradicted when the 95% interval of the difference lies above / below 0 (or "
     "the claim's margin); a metric without resamples, one run each: the point difference beyond its band, no interval. "
-    "Trends: the pairs the shape implies (first-best: the first against each; decreasing: neighbours and the "
-    "endpoints; flat: every ordered pair, each within the claim's width), contradicted Bonferroni-corrected over them. Exact claims: reproduced when our count, rounded as the "
+    "Trends: the pairs the shape implies (first-best: the first against each, all must hold; decreasing / increasing: "
+    "the endpoints must hold and no neighbouring step may be contradicted; flat: every ordered pair, each within the "
+    "claim's width), contradicted Bonferroni-corrected over them. Exact claims: reproduced when our count, rounded as the "
     "paper prints it, equals the paper's. Range claims: holds inside [low, high]. Correlation claims: Spearman's ρ with "
-    "a one-sided permutation p; holds needs p < 0.05 and the claimed strength. Other scale / other backbone: this run "
+    "a one-sided permutation p, on the seed record's means where the models have seeds; holds needs p < 0.025 and the "
+    "claimed strength, contradicted p < 0.025 the other way. Other scale / other backbone: this run "
     "cannot show it. An undecided claim says what would decide it. The rules and their simulated error rates: "
     "docs/method.md, \"Claims and verdicts\"."
 )
@@ -297,7 +303,8 @@ def reproduction(
     by paper, the project's questions, the papers' own numbers, what is missing, and the environment."""
     papers = [result for result in verdicts if result.claim.origin == "paper"]
     questions = [result for result in verdicts if result.claim.origin == "project"]
-    lines = ["# Did it reproduce?", "", _counts_line("The papers' claims", papers), _counts_line("The project's own questions", questions), "",
+    lines = ["# Did it reproduce?", ""] + decided_lines(verdicts, params) + [
+             _counts_line("The papers' claims", papers), _counts_line("The project's own questions", questions), "",
              "![Every judged comparison: the difference with its pair-only interval (thin) and its pair + seed interval "
              "(thick), the margin or band shaded, the verdict as the colour](figures/claims.png)", ""]
     lines += _scale_lines(params, untrained_avg) + ([gaussian.line()] if gaussian is not None else []) + [""]
@@ -369,6 +376,38 @@ def _by_paper(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
     for result in verdicts:
         groups.setdefault(paper_of(result), []).append(result)
     return groups
+
+
+def _decided_evidence(result: Verdict) -> str:
+    """A decided claim's numbers in a few words: its comparisons' Δ and intervals (two at most), a value
+    claim's ours − paper, a correlation's ρ and p."""
+    shown = [f"{pair.better} − {pair.worse} {pair.difference:+.2f}" + (
+        f" [{pair.interval[0]:+.2f}, {pair.interval[1]:+.2f}]" if pair.interval else " (one run each)")
+        for pair in result.comparisons if pair.difference is not None]
+    if shown:
+        return "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more pairs" if len(shown) > 2 else "")
+    if result.p_value is not None and result.ours is not None:
+        return f"ρ {result.ours:+.2f}, p {result.p_value:.3f}"
+    if result.ours is not None and result.paper is not None:
+        interval = f" [{result.interval[0]:+.2f}, {result.interval[1]:+.2f}]" if result.interval else ""
+        return f"ours − paper {result.ours - result.paper:+.2f}{interval}"
+    return "—"
+
+
+def decided_lines(verdicts: list[Verdict], params: dict) -> list[str]:
+    """The first screen's answer: every decided claim in one line (verdict, id, Δ and interval), on which
+    backbone, the papers' claims first."""
+    decided = sorted((result for result in verdicts if result.verdict in DECIDED), key=lambda result: result.claim.origin != "paper")
+    if not decided:
+        return ["**Decided here**: no claim.", ""]
+    backbone = params["backbone"]
+    on = backbone["source"] + ("" if params["scale"] == "paper" else f", standing in for {title(judged_backbone(params))}")
+    lines = [f"**Decided here** (on {on}; the interval counts pair and seed noise, 95%):", ""]
+    for result in decided:
+        origin = "" if result.claim.origin == "paper" else " (the project's question)"
+        edge = ", at the edge" if result.at_edge else ""
+        lines.append(f"- **{result.verdict}**{edge}: `{result.claim.id}`{origin}: {_decided_evidence(result)}")
+    return lines + [""]
 
 
 def _counts_line(what: str, verdicts: list[Verdict]) -> str:
