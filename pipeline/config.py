@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import PipelineError
 from pipeline.losses import loss_term_names, validate_loss_names
-from pipeline.models import BASELINES, STUDENTS, evaluated_model_folders, validate_teacher_folders
+from pipeline.models import BASELINES, JTCSE_MODELS, STUDENTS, evaluated_model_folders, validate_teacher_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -362,9 +362,9 @@ class Params(Section):
     report: dict[str, Any] = {}
     models: dict[str, ModelFolders] = Field(
         default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()
-                                 if name not in BASELINES},
+                                 if name not in (*BASELINES, *JTCSE_MODELS)},
         description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry but the "
-        "seed papers' (which `baselines` trains; params made before them have neither)",
+        "seed papers' and the jtcse stage's (params made before those stages have none of them)",
     )
 
     @model_validator(mode="after")

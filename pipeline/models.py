@@ -36,6 +36,8 @@ MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "jo
 BASELINES = ("simcse", "gs-infonce")
 # the dvc.yaml stages that train (one list: the CLI spreads them over processes, the GPU-hour estimate costs them)
 TRAINING_STAGES = ("pretrain", "joint", "jtcse", "distill", "baseline")
+# the jtcse stage's models (the committed run's JTCSE twin and its student): params written before it lack them
+JTCSE_MODELS = ("jtcse", "jtcse-D")
 # distilled model → its teacher (a model of the registry and a key of `distill.teachers`)
 STUDENTS = {"joint-D": "joint", "uc-D": "uc", "jtcse-D": "jtcse"}
 
