@@ -585,7 +585,10 @@ class ComparisonClaim(ClaimSpec):
         parts = []
         for pair in result.comparisons:
             shown = "—" if pair.difference is None else f"{_signed(pair.difference)}{_interval_text(pair.interval)}"
-            if pair.estimate is not None:
+            if pair.estimate is not None and pair.estimate.degenerate:  # "measured" would say noise was found
+                seeds = " vs ".join(str(count) for count in pair.estimate.seeds)
+                shown += f" ({seeds} seeds, the same value at every seed: nothing varied)"
+            elif pair.estimate is not None:
                 shown += f" ({_noise_text(pair.estimate.seeds, pair.estimate.seed_source)}; {self._sample_noise_text(pair)})"
             elif pair.arms is not None:
                 shown += " (one run each)"
