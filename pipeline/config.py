@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.errors import PipelineError
 from pipeline.losses import loss_term_names, validate_loss_names
-from pipeline.models import BASELINES, STUDENTS, evaluated_model_folders
+from pipeline.models import BASELINES, JTCSE_MODELS, STUDENTS, evaluated_model_folders, validate_teacher_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -219,10 +219,23 @@ class TrainSettings(OptimSettings):
 
 class StudentSettings(OptimSettings):
     lr: float = Field(1e-5, gt=0)
+    # the teacher's towers as DVC outputs, the deps of its `distill@<teacher>` stage (DVC cannot look them up in
+    # `models`): checked against the registry at load; null in params written before they were declared
+    towers_folder: str | None = None
+    second_towers_folder: str | None = None
 
 
 class DistillSettings(Section):
     teachers: dict[Literal[tuple(STUDENTS.values())], StudentSettings]  # type: ignore[valid-type]
+
+
+class JtcseSettings(Section):
+    """The committed run's JTCSE twin (the `jtcse` stage): the `train` settings with `cael` CAELs, so both
+    papers' twins train in one `dvc repro` (the `joint` stage trains `train` as set: TNCSE by default)."""
+
+    cael: int | None = Field(
+        None, ge=1, description="CAELs of the JTCSE twin; null = half the backbone's layers (the papers' 6 of BERT-base's 12)"
+    )
 
 
 class ModelFolders(Section):
@@ -335,6 +348,7 @@ class Params(Section):
     rtt: RttSettings
     pretrain: PretrainSettings
     train: TrainSettings
+    jtcse: JtcseSettings = JtcseSettings()
     distill: DistillSettings
     baselines: dict[str, BaselineSettings] = Field(
         default_factory=dict, description="the seed papers' own models (`baseline@<name>`), by registry model name"
@@ -348,9 +362,9 @@ class Params(Section):
     report: dict[str, Any] = {}
     models: dict[str, ModelFolders] = Field(
         default_factory=lambda: {name: ModelFolders(**entry) for name, entry in evaluated_model_folders().items()
-                                 if name not in BASELINES},
+                                 if name not in (*BASELINES, *JTCSE_MODELS)},
         description="the evaluated models (dvc.yaml's evaluate foreach); default: every model of the registry but the "
-        "seed papers' (which `baselines` trains; params made before them have neither)",
+        "seed papers' and the jtcse stage's (params made before those stages have none of them)",
     )
 
     @model_validator(mode="after")
@@ -359,6 +373,9 @@ class Params(Section):
         PipelineError, which pydantic lets through and `parse_params` prefixes."""
         validate_towers(self.towers)
         validate_cael(self.train.cael, self.backbone.num_layers, backbone=self.backbone.name)
+        validate_cael(self.jtcse_train.cael, self.backbone.num_layers, "jtcse.cael", backbone=self.backbone.name)
+        validate_teacher_folders({teacher: (student.towers_folder, student.second_towers_folder)
+                                  for teacher, student in self.distill.teachers.items()})
         validate_drop_layernorm(self.train.drop_layernorm, self.backbone.num_layers, backbone=self.backbone.name)
         validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
         validate_loss_names(self.train.losses)
@@ -384,6 +401,12 @@ class Params(Section):
         students = {f"distill.teachers.{name}": settings for name, settings in self.distill.teachers.items()}
         baselines = {f"baselines.{name}": settings for name, settings in self.baselines.items()}
         return {"pretrain": self.pretrain, "train": self.train, **students, **baselines}
+
+    @property
+    def jtcse_train(self) -> TrainSettings:
+        """`train` as the `jtcse` stage trains it: with `jtcse.cael` CAELs (null: half the backbone's layers)."""
+        cael = self.jtcse.cael if self.jtcse.cael is not None else max(1, self.backbone.num_layers // 2)
+        return self.train.model_copy(update={"cael": cael})
 
     @property
     def uc_weight(self) -> float:

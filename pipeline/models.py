@@ -15,6 +15,8 @@ models in dvc.yaml (analyze's deps and outs, the plots) are checked against it b
 | `joint-D` | data/models/distill/joint, the student of `joint` |
 | `uc` | (1 − w)(joint I + joint II) + w · data/uc, w = `Params.uc_weight` (`backbone.uc_weight`, or `backbone.jtcse_uc_weight` for a JTCSE twin): the teacher of `uc-D` |
 | `uc-D` | data/models/distill/uc, the student of `uc` |
+| `jtcse` | data/models/jtcse/I + II: the committed run's JTCSE twin (`jtcse.cael` CAELs), the teacher of `jtcse-D` |
+| `jtcse-D` | data/models/distill/jtcse, the student of `jtcse` |
 | `simcse`, `gs-infonce` | data/models/baseline/{simcse,gs-infonce}: the seed papers' own models (`baseline@<name>`) |
 """
 
@@ -28,13 +30,16 @@ from typing import Protocol
 from pipeline import paths
 
 TOWER_NAMES = ("I", "II")
-MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D", "simcse", "gs-infonce")
+MODEL_NAMES = ("backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D", "jtcse", "jtcse-D",
+               "simcse", "gs-infonce")
 # the seed papers' own models, each trained by `baseline@<name>` (a key of `baselines` in params.yaml)
 BASELINES = ("simcse", "gs-infonce")
 # the dvc.yaml stages that train (one list: the CLI spreads them over processes, the GPU-hour estimate costs them)
-TRAINING_STAGES = ("pretrain", "joint", "distill", "baseline")
+TRAINING_STAGES = ("pretrain", "joint", "jtcse", "distill", "baseline")
+# the jtcse stage's models (the committed run's JTCSE twin and its student): params written before it lack them
+JTCSE_MODELS = ("jtcse", "jtcse-D")
 # distilled model → its teacher (a model of the registry and a key of `distill.teachers`)
-STUDENTS = {"joint-D": "joint", "uc-D": "uc"}
+STUDENTS = {"joint-D": "joint", "uc-D": "uc", "jtcse-D": "jtcse"}
 
 
 class ModelChoice(Protocol):
@@ -107,6 +112,8 @@ def all_models(uc_weight: float) -> dict[str, WeightedTowers]:
         "joint-D": WeightedTowers.single(paths.student("joint")),
         "uc": WeightedTowers.uc(joint_i, joint_ii, paths.UC, uc_weight),
         "uc-D": WeightedTowers.single(paths.student("uc")),
+        "jtcse": WeightedTowers.twin(*(paths.jtcse_model() / tower for tower in TOWER_NAMES)),
+        "jtcse-D": WeightedTowers.single(paths.student("jtcse")),
         **{name: WeightedTowers.single(paths.baseline_model(name)) for name in BASELINES},
     }
     assert tuple(models) == MODEL_NAMES
@@ -125,9 +132,9 @@ def teacher_model(params: ModelChoice, teacher: str) -> WeightedTowers:
 
 
 def _dvc_output(folder: str) -> str:
-    """The DVC output a tower folder belongs to (the joint stage writes both towers as one folder)."""
-    joint = paths.joint_model()
-    return joint.as_posix() if joint in Path(folder).parents else folder
+    """The DVC output a tower folder belongs to (a twin stage writes both towers as one folder)."""
+    twin = next((twin for twin in (paths.joint_model(), paths.jtcse_model()) if twin in Path(folder).parents), None)
+    return twin.as_posix() if twin is not None else folder
 
 
 def evaluated_model_folders() -> dict[str, dict[str, str]]:
@@ -139,6 +146,19 @@ def evaluated_model_folders() -> dict[str, dict[str, str]]:
         assert len(outputs) <= 2, (name, outputs)
         entries[name] = {"towers_folder": outputs[0], "second_towers_folder": outputs[-1]}
     return entries
+
+
+def validate_teacher_folders(declared: Mapping[str, tuple[str | None, str | None]]) -> None:
+    """`distill.teachers.<teacher>.towers_folder` / `second_towers_folder` (the deps of `distill@<teacher>`)
+    must be the registry's outputs of that model; both null (params written before them) is accepted."""
+    from pipeline.errors import PipelineError
+
+    folders = evaluated_model_folders()
+    for teacher, pair in declared.items():
+        expected = (folders[teacher]["towers_folder"], folders[teacher]["second_towers_folder"])
+        if pair != (None, None) and pair != expected:
+            raise PipelineError(f"distill.teachers.{teacher}: towers_folder, second_towers_folder = {pair[0]}, {pair[1]}; "
+                                f"the {teacher} model's towers are in {expected[0]}, {expected[1]} (pipeline/models.py): set those")
 
 
 def tower_exists(tower: str | Path) -> bool:

@@ -54,6 +54,11 @@ def joint_model() -> Path:
     return TRAINED_MODELS / "joint"
 
 
+def jtcse_model() -> Path:
+    """The committed run's JTCSE twin (`jtcse` stage), beside `joint_model`'s twin of `train`."""
+    return TRAINED_MODELS / "jtcse"
+
+
 def student(teacher: str) -> Path:
     return TRAINED_MODELS / "distill" / teacher
 

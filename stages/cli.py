@@ -9,7 +9,7 @@ import sys
 
 import typer
 
-from stages import analyze, baseline, bench, checkpoints, distill, download, evaluate, joint, pretrain, report, rtt
+from stages import analyze, baseline, bench, checkpoints, distill, download, evaluate, joint, jtcse, pretrain, report, rtt
 from pipeline.models import TRAINING_STAGES as TRAINING_STAGE_NAMES
 from stages.common import one_line_errors
 
@@ -20,7 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-STAGE_MODULES = (download, rtt, pretrain, joint, distill, baseline, evaluate, checkpoints, analyze, report, bench)
+STAGE_MODULES = (download, rtt, pretrain, joint, jtcse, distill, baseline, evaluate, checkpoints, analyze, report, bench)
 # spread over PIPELINE_NPROC processes; each has check_processes
 TRAINING_STAGES = tuple(module for module in STAGE_MODULES if module.NAME in TRAINING_STAGE_NAMES)
 MODEL_STAGES = (*TRAINING_STAGES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs

@@ -337,7 +337,7 @@ def test_stage_writes_reports_and_plot_data_and_skips_missing_models(
     caplog.set_level(logging.INFO)
     result = CliRunner().invoke(app, ["analyze"])
     assert result.exit_code == 0, result.output
-    assert "[analyze] 4 of 10 models on 100 STS-B pairs" in result.output
+    assert "[analyze] 4 of 12 models on 100 STS-B pairs" in result.output
 
     analysis = tmp_path / "reports" / "analysis"
     analyzed = ["backbone", "pretrain-I", "pretrain-II", "ensemble"]

@@ -414,6 +414,8 @@ def test_seeds_across_which_a_banded_metric_did_not_vary_are_read_against_the_ba
 
     (still,) = evaluate(claims_file(alignment), tiny_params_dict, files, record=record([0.20] * 3, [0.25] * 3))
     assert still.verdict == HOLDS and "nothing varied across the seeds" in still.comparisons[0].note
+    shown = still.claim.ours_text(still)  # the row says the seeds showed no noise, not that noise was measured
+    assert "3 vs 3 seeds, the same value at every seed: nothing varied" in shown and "measured" not in shown
     files["reports/analysis/joint.json"] = {"alignment": 0.245}
     (inside,) = evaluate(claims_file(alignment), tiny_params_dict, files, record=record([0.245] * 3, [0.25] * 3))
     assert inside.verdict == INCONCLUSIVE  # 0.005 better: inside the band

@@ -140,9 +140,10 @@ def test_precision_presets_follow_the_released_scripts():
     def precisions(params):
         return {key: section.precision for key, section in params.training_sections().items()}
 
-    sections = ("pretrain", "train", "distill.teachers.joint", "distill.teachers.uc", "baselines.simcse", "baselines.gs-infonce")
+    sections = ("pretrain", "train", "distill.teachers.joint", "distill.teachers.uc", "distill.teachers.jtcse", "baselines.simcse",
+                "baselines.gs-infonce")
     # SimCSE's and GS-InfoNCE's own models train as SimCSE's script does (--fp16)
-    assert precisions(composed("scale=paper", "backbone=bert")) == dict(zip(sections, ("fp16", "fp32", "fp32", "fp32", "fp16", "fp16")))
+    assert precisions(composed("scale=paper", "backbone=bert")) == dict(zip(sections, ("fp16", "fp32", "fp32", "fp32", "fp32", "fp16", "fp16")))
     assert precisions(composed("scale=small")) == dict.fromkeys(sections, "bf16")
     assert precisions(composed()) == dict.fromkeys(sections, "fp32")
 

@@ -135,3 +135,13 @@ def test_the_deps_check_finds_a_missing_and_a_surplus_code_dep(tmp_path):
         "dvc.yaml:download runs pipeline/io.py but does not list it in deps",
         "dvc.yaml:download lists pipeline/training in deps but never imports it",
     ]
+
+
+def test_the_jtcse_stage_reads_every_train_setting_but_the_cael_it_replaces():
+    """A sweep of train.cael (the `joint` stage's experiments) must not retrain the committed JTCSE twin: the
+    jtcse stage lists train's keys one by one, all but cael, plus jtcse and the layer count its null reads."""
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["jtcse"]
+    train = yaml.safe_load((ROOT / "params.yaml").read_text())["train"]
+    listed = [param for param in stage["params"] if isinstance(param, str)]
+    assert [param for param in listed if param.startswith("train")] == [f"train.{key}" for key in train if key != "cael"]
+    assert {"jtcse", "backbone.num_layers"} <= set(listed)

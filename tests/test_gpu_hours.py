@@ -59,10 +59,13 @@ def test_one_bert_run_costs_its_paper_steps_times_the_measured_seconds():
     # they were left out of the published hours though 31 table rows use them)
     for baseline in ("simcse", "gs-infonce"):
         assert hours[f"baseline@{baseline}"] == round((15_625 * 1.0 + 125 * DEV_PASS) / 3600, 3)
-    # 10 tower passes: backbone, pretrain-I, pretrain-II, joint's two towers, joint-D, the UC partner, uc-D and the
-    # seed papers' SimCSE and GS-InfoNCE; the ensemble reuses the pretrained towers' stored rows, uc the joint's
+    # 13 tower passes: backbone, pretrain-I, pretrain-II, joint's two towers, joint-D, the UC partner, uc-D, jtcse's two
+    # towers, jtcse-D and the seed papers' SimCSE and GS-InfoNCE; the ensemble reuses the pretrained towers' stored
+    # rows, uc the joint's
     evaluation = sum(value for name, value in hours.items() if name.startswith("evaluate@"))
-    assert evaluation == pytest.approx(10 * PASS_SENTENCES / RATE / 3600, abs=0.0035)
+    assert evaluation == pytest.approx(13 * PASS_SENTENCES / RATE / 3600, abs=0.0035)
+    # the committed run's JTCSE twin: 6 CAELs of BERT-base's 12 (jtcse.cael null), 15,625 steps at the measured jtcse-6
+    assert hours["jtcse"] == round((15_625 * 2.0 + 156 * DEV_PASS) / 3600, 3)
     assert "evaluate@ensemble" not in hours  # both its towers were encoded for pretrain-I and -II
 
 
@@ -103,7 +106,7 @@ def test_tables_share_what_the_run_cache_shares(tmp_path):
     whole = sum(seconds for seconds, _ in plan_run("bert", [], MEASURED, CONF, DVC_FILE).costs.values()) / 3600
     tables = cost["tables"]
     assert tables["default"]["gpu_hours_added"] == pytest.approx(whole, abs=0.01)
-    passes = 8 * PASS_SENTENCES / RATE / 3600  # 8 towers encoded again with the other pooler, nothing trained
+    passes = 11 * PASS_SENTENCES / RATE / 3600  # 11 towers encoded again with the other pooler, nothing trained
     assert tables["pooler"]["gpu_hours_added"] == pytest.approx(passes, abs=0.01)
     assert tables["pooler"]["gpu_hours_needed"] == pytest.approx(whole + passes, abs=0.01)
     cael = run_breakdown(plan_run("bert", ["train.cael=6"], MEASURED, CONF, DVC_FILE))

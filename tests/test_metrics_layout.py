@@ -165,6 +165,7 @@ def test_dvc_metrics_are_the_headline_files_only():
     sections = dvc_sections(REPO_ROOT / "dvc.yaml")
     assert sorted(sections["metrics"]) == sorted([
         "reports/metrics/${key}.json", "reports/training/pretrain-${key}.json", "reports/training/joint.json",
+        "reports/training/jtcse.json",
         "reports/training/distill-${key}.json", "reports/training/baseline-${key}.json",
         "reports/verdicts.json",  # the claims' headline: for / against / open and a digest
     ])

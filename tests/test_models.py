@@ -9,7 +9,7 @@ import yaml
 
 from pipeline.config import parse_params
 from pipeline.errors import PipelineError
-from pipeline.models import BASELINES, MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
+from pipeline.models import BASELINES, JTCSE_MODELS, MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
 
 from tiny_models import save_tiny_bert
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_registry_names_every_pipeline_model_with_its_folders_and_weights(tiny_params_dict):
     models = pipeline_models(parse_params(tiny_params_dict))
     assert list(models) == ["backbone", "pretrain-I", "pretrain-II", "ensemble", "joint", "joint-D", "uc", "uc-D",
-                            "simcse", "gs-infonce"]
+                            "jtcse", "jtcse-D", "simcse", "gs-infonce"]
     assert list(models["backbone"]) == [("data/backbone", 1.0)]
     assert list(models["pretrain-II"]) == [("data/models/pretrain/II", 1.0)]
     assert list(models["ensemble"]) == [("data/models/pretrain/I", 1.0), ("data/models/pretrain/II", 1.0)]
@@ -28,6 +28,8 @@ def test_registry_names_every_pipeline_model_with_its_folders_and_weights(tiny_p
     assert list(models["uc"]) == [("data/models/joint/I", 1 - w), ("data/models/joint/II", 1 - w), ("data/uc", w)]
     assert list(models["joint-D"]) == [("data/models/distill/joint", 1.0)]
     assert list(models["uc-D"]) == [("data/models/distill/uc", 1.0)]
+    assert list(models["jtcse"]) == [("data/models/jtcse/I", 1.0), ("data/models/jtcse/II", 1.0)]
+    assert list(models["jtcse-D"]) == [("data/models/distill/jtcse", 1.0)]
     assert list(models["simcse"]) == [("data/models/baseline/simcse", 1.0)]
     assert list(models["gs-infonce"]) == [("data/models/baseline/gs-infonce", 1.0)]
 
@@ -99,10 +101,11 @@ def test_a_table_row_names_a_model_of_the_registry():
         RowSpec(label="D", model="distilled")
 
 
-def test_without_models_every_registry_model_but_the_seed_papers_is_evaluated(tiny_params_dict):
-    """params made before the seed papers' models have no `baselines`: their default evaluates the rest."""
-    del tiny_params_dict["models"], tiny_params_dict["baselines"]
-    assert tuple(pipeline_models(parse_params(tiny_params_dict))) == tuple(name for name in MODEL_NAMES if name not in BASELINES)
+def test_without_models_every_registry_model_but_the_seed_papers_and_jtcse_is_evaluated(tiny_params_dict):
+    """params made before the seed papers' models and the jtcse stage have neither: their default evaluates the rest."""
+    del tiny_params_dict["models"], tiny_params_dict["baselines"], tiny_params_dict["distill"]["teachers"]["jtcse"]
+    assert tuple(pipeline_models(parse_params(tiny_params_dict))) == tuple(
+        name for name in MODEL_NAMES if name not in (*BASELINES, *JTCSE_MODELS))
 
 
 def test_a_seed_papers_model_is_evaluated_only_where_baselines_trains_it(tiny_params_dict):
@@ -133,3 +136,29 @@ def test_split_available_keeps_models_whose_towers_all_exist(tmp_path):
     models = {"one": [(str(tmp_path / "a"), 1.0)], "pair": [(str(tmp_path / "a"), 1.0), (str(tmp_path / "b"), 1.0)]}
     available, skipped = split_available(models)
     assert list(available) == ["one"] and skipped == {"pair": [str(tmp_path / "b")]}
+
+
+def test_the_committed_run_trains_jtcse_beside_tncse_at_half_the_layers(tiny_params_dict):
+    """The jtcse stage: train's settings with jtcse.cael CAELs, null = half the backbone's layers (3 of MiniLM's
+    6, the papers' 6 of BERT-base's 12); its own folder, teacher of jtcse-D; the joint stage keeps train's 0."""
+    from pipeline.training.jobs import joint_job
+
+    params = parse_params(tiny_params_dict)
+    assert params.train.cael == 0 and params.jtcse_train.cael == tiny_params_dict["backbone"]["num_layers"] // 2 == 3
+    job = joint_job(params, name="jtcse")
+    assert (job.name, job.settings.cael, job.output.as_posix()) == ("jtcse", 3, "data/models/jtcse")
+    assert "JTCSE with 3 CAELs" == job.method and joint_job(params).method == "TNCSE"
+    assert teacher_model(params, "jtcse") == pipeline_models(params)["jtcse"]
+    tiny_params_dict["jtcse"] = {"cael": 7}
+    with pytest.raises(PipelineError, match="jtcse.cael"):
+        parse_params(tiny_params_dict)
+
+
+def test_a_distill_stage_depends_on_its_teachers_towers_as_the_registry_has_them(tiny_params_dict):
+    params = parse_params(tiny_params_dict)
+    for teacher, student in params.distill.teachers.items():
+        folders = {folder.split("/I")[0].split("/II")[0] for folder in teacher_model(params, teacher).folders}
+        assert {student.towers_folder, student.second_towers_folder} == folders, teacher
+    tiny_params_dict["distill"]["teachers"]["jtcse"]["towers_folder"] = "data/models/joint"
+    with pytest.raises(PipelineError, match="distill.teachers.jtcse: .* the jtcse model's towers are in data/models/jtcse"):
+        parse_params(tiny_params_dict)

@@ -341,3 +341,25 @@ def test_a_verdict_within_a_tenth_of_its_half_width_of_a_boundary_is_at_the_edge
     assert not at_the_edge((0.03, 0.51), (0.0,))
     assert at_the_edge((-1.00, -0.51), (-0.5, 0.0, 0.5))  # a value claim's boundaries: ±ε and 0 (slack 0.0245)
     assert not at_the_edge((1.0, 3.0), (0.0,))
+
+
+# --- spreads ------------------------------------------------------------------------------------------
+
+
+def test_equal_spreads_over_the_same_seeds_are_rarely_decided_and_a_clearly_steadier_model_holds():
+    """Pitman–Morgan on paired seeds: equal variances with a shared run effect decided ≤ 5 % (2.5 % each way)
+    at 5 and 20 seeds; a model with a third of the other's spread holds most of the time at 20 seeds."""
+    from pipeline.reporting.noise import spread_verdict
+
+    rng = np.random.default_rng(41)
+    for seeds in (5, 20):
+        verdicts = []
+        for _ in range(2000):
+            run = rng.standard_normal(seeds)
+            a, b = run + rng.standard_normal(seeds), run + rng.standard_normal(seeds)
+            verdicts.append(spread_verdict(a, b)[0])
+        assert verdicts.count(HOLDS) / 2000 <= TWO_AND_A_HALF and verdicts.count(CONTRADICTED) / 2000 <= TWO_AND_A_HALF
+    held = [spread_verdict(0.3 * rng.standard_normal(20), rng.standard_normal(20))[0] for _ in range(500)]
+    assert held.count(HOLDS) / 500 >= 0.8
+    assert spread_verdict(np.ones(5), 2 * np.ones(5))[0] == INCONCLUSIVE  # nothing varied: no r
+    assert spread_verdict(np.ones(2), np.arange(2.0))[0] == INCONCLUSIVE  # two seeds: no degrees of freedom

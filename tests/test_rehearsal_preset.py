@@ -15,6 +15,7 @@ REHEARSAL_OVERRIDES = {
     "rtt.endpoint",
     "pretrain.precision", "train.activation_checkpointing",
     "pretrain.max_steps", "train.max_steps", "distill.teachers.joint.max_steps", "distill.teachers.uc.max_steps",
+    "distill.teachers.jtcse.max_steps",
     "baselines.simcse.precision", "baselines.simcse.max_steps", "baselines.gs-infonce.precision", "baselines.gs-infonce.max_steps",
     "baselines.simcse.activation_checkpointing", "baselines.gs-infonce.activation_checkpointing",
     "eval.max_pairs", "analysis.align_data",

@@ -99,10 +99,12 @@ def test_missing_rows_are_listed_with_the_command_that_produces_them():
     assert row_of(table, "TNCSE").present
     assert row_of(table, "TNCSE+UC").command == "dvc repro evaluate@uc"
     assert "- TNCSE+UC: reports/metrics/uc.json not in the workspace: `dvc repro evaluate@uc`" in text
-    jtcse = row_of(table, "JTCSE")
-    assert jtcse.queued and jtcse.command == "dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6"
-    assert f"`{jtcse.command}`" in text
+    jtcse = row_of(table, "JTCSE")  # the committed run's own JTCSE twin (the jtcse stage), not an experiment
+    assert not jtcse.queued and jtcse.command == "dvc repro evaluate@jtcse"
     assert r"| JTCSE " in text and r"missing \| 79.70 \| —" in text
+    jtcse_uc = row_of(table, "JTCSE+UC")  # the UC ensemble is the joint twin's: JTCSE's is an experiment
+    assert jtcse_uc.queued and jtcse_uc.command == "dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael=6"
+    assert f"`{jtcse_uc.command}`" in text
     assert "experiments could not be listed: no experiments here" in text
     assert "python -m stages report --queue jtcse-sts-bert --run" in text
 
@@ -140,7 +142,8 @@ def test_paper_scale_rows_of_another_backbone_are_queued_with_the_papers_setting
     assert table.scale_line.startswith("Paper scale: RoBERTa-base")
     assert "trained sentence embedder" not in table.scale_line  # BERT is not one
     assert not row_of(table, "TNCSE").present  # the workspace is BERT
-    assert row_of(table, "JTCSE").command == (
+    assert row_of(table, "JTCSE").command == "dvc exp run --queue -S scale=paper -S backbone=roberta"  # its jtcse stage
+    assert row_of(table, "JTCSE+UC").command == (
         "dvc exp run --queue -S scale=paper -S backbone=roberta -S train.cael=6"  # JTCSE lr: train.jtcse_lr of the preset
     )
 
@@ -528,7 +531,7 @@ def test_rehearsal_tables_say_rehearsal_in_their_first_line_and_queue_the_rehear
     params["backbone"] = params["backbone"] | {"name": "bert", "num_layers": 12}
     table = build_table(TABLES, "jtcse-sts-roberta", source_with({"joint": metrics(70.0)}, params))
     assert markdown(table).splitlines()[0].startswith("**REHEARSAL, NOT A RESULT: the paper preset of RoBERTa-base offline")
-    assert row_of(table, "JTCSE").command == "dvc exp run --queue -S scale=rehearsal -S backbone=roberta -S train.cael=6"
+    assert row_of(table, "JTCSE+UC").command == "dvc exp run --queue -S scale=rehearsal -S backbone=roberta -S train.cael=6"
 
 
 def test_the_gaussian_terms_share_is_read_from_the_gs_infonce_history(tmp_path):

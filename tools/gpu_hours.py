@@ -221,8 +221,9 @@ class MeasuredCosts:
 def _training_seconds(instance: StageInstance, settings: Params, measured: MeasuredCosts) -> tuple[float, str]:
     if instance.stage == "pretrain":
         section, kind = settings.pretrain, "pretrain"
-    elif instance.stage == "joint":
-        section, kind = settings.train, "tncse" if settings.train.cael == 0 else f"jtcse-{settings.train.cael}"
+    elif instance.stage in ("joint", "jtcse"):
+        section = settings.jtcse_train if instance.stage == "jtcse" else settings.train
+        kind = "tncse" if section.cael == 0 else f"jtcse-{section.cael}"
     elif instance.stage == "baseline":  # the seed papers' SimCSE / GS-InfoNCE: a SimCSE step, as pretraining's
         section, kind = settings.baselines[instance.key], "pretrain"
     else:

@@ -23,6 +23,7 @@ small functions `difference_interval` and `interval_verdict` are where they are 
 
 from __future__ import annotations
 
+import math
 import re
 from abc import abstractmethod
 from dataclasses import dataclass, field, replace
@@ -40,7 +41,7 @@ from pipeline.reporting.backbones import other_backbone
 from pipeline.reporting.noise import (
     CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, Estimate, compare_arms,
     CORRELATION_ALPHA, EDGE_FRACTION, at_the_edge, correlation_verdict, decidable_gap, order_verdict, seeds_needed,
-    trend_verdict, value_verdict,
+    spread_verdict, trend_verdict, value_verdict,
 )
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
@@ -585,7 +586,10 @@ class ComparisonClaim(ClaimSpec):
         parts = []
         for pair in result.comparisons:
             shown = "—" if pair.difference is None else f"{_signed(pair.difference)}{_interval_text(pair.interval)}"
-            if pair.estimate is not None:
+            if pair.estimate is not None and pair.estimate.degenerate:  # "measured" would say noise was found
+                seeds = " vs ".join(str(count) for count in pair.estimate.seeds)
+                shown += f" ({seeds} seeds, the same value at every seed: nothing varied)"
+            elif pair.estimate is not None:
                 shown += f" ({_noise_text(pair.estimate.seeds, pair.estimate.seed_source)}; {self._sample_noise_text(pair)})"
             elif pair.arms is not None:
                 shown += " (one run each)"
@@ -907,6 +911,48 @@ class CorrelationClaim(ClaimSpec):
         return f"{self.paper} ({self.sign}, |ρ| ≥ {self.strength:g}: {self.strength_reason})"
 
 
+class SpreadClaim(ClaimSpec):
+    """One model varies less across training seeds than another on a score: the seed record's values of
+    both (the same seeds, so paired) by the Pitman–Morgan test (`noise.spread_verdict`)."""
+
+    kind: Literal["spread"]
+    metric: str = Field(description="a score column")
+    paper: str = Field(min_length=1)
+    steadier: SubjectSpec
+    other: SubjectSpec
+
+    @field_validator("metric")
+    @classmethod
+    def _check_metric(cls, metric: str) -> str:
+        return _metric_check(metric)
+
+    def subjects(self) -> list[SubjectSpec]:
+        return [self.steadier, self.other]
+
+    def judge_here(self, judging: Judging) -> Verdict:
+        record = judging.record
+        arms = [record.arm(subject.model, self.metric) if record is not None and subject.model else None
+                for subject in (self.steadier, self.other)]
+        if record is None or not record.matches(judging.params) or any(arm is None for arm in arms):
+            return Verdict(self, NOT_RUN, note="the seed record (reports/seed_noise.json) at this run's settings holds "
+                           "no seeds of both models", commands=["python scripts/seed_noise.py --seeds 42 1 2 3 4 --run"])
+        verdict, ratio, p_value = spread_verdict(arms[0], arms[1])
+        return Verdict(self, verdict, ours=ratio, run=f"{len(record.seeds)} seeds of the record", p_value=p_value)
+
+    def at_edge(self, result: Verdict) -> bool:
+        return result.p_value is not None and abs(result.p_value - CORRELATION_ALPHA) <= EDGE_FRACTION * CORRELATION_ALPHA
+
+    def ours_text(self, result: Verdict) -> str:
+        if result.ours is None:
+            return "—"
+        p_value = "—" if result.p_value is None or math.isnan(result.p_value) else f"{result.p_value:.3f}"
+        return (f"sd {self.steadier.label} / {self.other.label} = {result.ours:.2f} over {result.run}, "
+                f"Pitman–Morgan one-sided p = {p_value}")
+
+    def paper_text(self, result: Verdict, default_reason: str) -> str:
+        return self.paper
+
+
 class UnmeasuredClaim(ClaimSpec):
     """A stated result on a quantity the pipeline measures for no model (GS-InfoNCE's batch-size probe of
     negative similarities): always "not run", with `reason` (what is missing) and `would_need` (what
@@ -928,7 +974,7 @@ class UnmeasuredClaim(ClaimSpec):
 
 
 Claim = Annotated[
-    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim | UnmeasuredClaim,
+    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim | SpreadClaim | UnmeasuredClaim,
     Field(discriminator="kind"),
 ]
 

@@ -285,6 +285,38 @@ READ_IN_THE_SEEDS: tuple[SeedReading, ...] = (
         "TNCSE − SimCSE, MTEB reranking", "+1.37 (TNCSE Table 2, 9 tasks: 38.15 − 36.78)",
         "-1.61 (JTCSE Table III, 14 tasks: 35.46 − 37.07)", "opposite signs",
         "each paper's own suite (tncse-mteb-reranking states TNCSE's; the papers disagree in direction)"),
+    SeedReading(
+        _TNCSE_PDF, "Table 1 against the contributions",
+        ("RankCSE(Liu et al. 2023)♣ 74.61 85.70 78.09 84.64 81.36 81.82 74.51 80.10",
+         "the results show that TNCSE has become a new SOTA method for STS tasks"),
+        "RankCSE-BERT against TNCSE-BERT and TNCSE D, 7 STS Avg.", "new SOTA (the text)",
+        "RankCSE 80.10 above TNCSE 79.58 and TNCSE D 79.77 (Table 1)", "-0.52, -0.33",
+        "the table: the SOTA claims are judged against the baselines the project trains (tncse-beats-simcse-bert) "
+        "and against RankCSE only through the UC ensembles, as the paper argues it (tncse-uc-beats-rankcse-uc-bert)"),
+    SeedReading(
+        _JTCSE, "Table I against the abstract",
+        ("RankCSE [19]♣ 74.61 85.70 78.09 84.64 81.36 81.82 74.51 80.10", "reaching new SOTA results"),
+        "RankCSE-BERT against JTCSE-BERT and JTCSE D, 7 STS Avg.", "new SOTA (the abstract)",
+        "RankCSE 80.10 above JTCSE 79.70 and JTCSE D 79.89 (Table I)", "-0.40, -0.21",
+        "the table, as for TNCSE (jtcse-beats-simcse-bert; jtcse-uc-beats-rankcse-uc-bert)"),
+    SeedReading(
+        _JTCSE, "Table I against the main updates over TNCSE",
+        ("JTCSE+UC D 75.22 85.46 78.50 85.50 81.55 83.02 74.24 80.50", "TNCSE+UC D 75.95 85.31 78.50 85.69 81.86 83.03 73.89 80.60",
+         "the model JTCSE retrained in this work has improved its performance on 7 STS tasks"),
+        "JTCSE+UC D against TNCSE+UC D, BERT-base, 7 STS Avg.", "improved (the text)", "80.50 below 80.60 (Table I)", "-0.10",
+        "the table (jtcse-uc-d-beats-tncse-uc-d-bert states the text's claim and names the table against it)"),
+    SeedReading(
+        _JTCSE, "footnote 9 against Table V",
+        ("STS22.v2 contains 19 subtasks",
+         "STS22.V2, WHICH CONTAINS 18 SUB-TEST SETS"),
+        "STS22.v2, its subtasks", "19 (footnote 9)", "18 (Table V's caption and columns)", "one subtask",
+        "Table V's 18, the columns it prints (conf/mteb/jtcse-sts22.yaml)"),
+    SeedReading(
+        _GS, "§4 Experiments, settings, against its released run.sh",
+        ("we empirically use the standard normal distribution, with µ = 0, σ2 = 1",),
+        "GS-InfoNCE's Gaussian negatives, σ", "σ² = 1 (the text)", "random_std 0.5 (gsInfoNCE/run.sh, BERT-base)", "σ 1 vs 0.5",
+        "the script's 0.5, as the project's rule sets the released scripts as the default (conf/config.yaml "
+        "baselines.gs-infonce.gaussian.std; docs/method.md)"),
 )
 
 

@@ -19,6 +19,7 @@ Rules (all at `level`, 0.95 by default):
 - `trend_verdict`: a family of order comparisons, contradictions Bonferroni-corrected; a monotone
   sweep holds on its endpoints with no step contradicted;
 - `correlation_verdict`: Spearman ρ with a permutation p-value, 2.5 % each side;
+- `spread_verdict`: which of two models varies less over the same seeds (Pitman–Morgan), 2.5 % each side;
 - `decidable_gap` / `seeds_needed`: what a comparison can decide, and what it would take;
 - `expected_by_chance` / `benjamini_hochberg`: a report-wide multiplicity note.
 
@@ -403,6 +404,36 @@ def at_the_edge(interval: tuple[float, float], boundaries: Sequence[float], frac
     low, high = interval
     slack = fraction * (high - low) / 2
     return any(abs(end - boundary) <= slack for end in (low, high) for boundary in boundaries)
+
+
+# --- spreads: which of two models varies less across the same seeds ------------------------------------
+
+
+def spread_verdict(steadier: np.ndarray, other: np.ndarray, alpha: float = CORRELATION_ALPHA) -> tuple[str, float, float]:
+    """Whether `steadier` varies less across training seeds than `other`, both measured on the same seeds
+    (paired: the same runs), by the Pitman–Morgan test: var(a) − var(b) = cov(a + b, a − b), so equal
+    variances are r = corr(a + b, a − b) = 0, t = r √(n − 2) / √(1 − r²) on n − 2 df. HOLDS when the
+    one-sided p (steadier's variance lower) < alpha; CONTRADICTED when the opposite one-sided p < alpha
+    (2.5 % each way); else INCONCLUSIVE (always below 3 seeds, or when nothing varied). Returns
+    (verdict, sd ratio steadier / other, the one-sided p in the claimed direction)."""
+    a, b = np.asarray(steadier, dtype=float), np.asarray(other, dtype=float)
+    if a.ndim != 1 or a.shape != b.shape:
+        raise ValueError(f"a spread compares two 1-D arrays over the same seeds, got {a.shape} and {b.shape}")
+    n = a.size
+    sd_a, sd_b = (float(np.std(x, ddof=1)) if n >= 2 else math.nan for x in (a, b))
+    ratio = sd_a / sd_b if sd_b > 0 else math.nan
+    total, difference = a + b, a - b
+    if n < 3 or np.std(total) == 0 or np.std(difference) == 0:
+        return INCONCLUSIVE, ratio, math.nan
+    r = float(np.corrcoef(total, difference)[0, 1])
+    r = min(max(r, -1 + 1e-12), 1 - 1e-12)
+    t = r * math.sqrt(n - 2) / math.sqrt(1 - r * r)
+    p_lower, p_higher = float(stats.t.cdf(t, n - 2)), float(stats.t.sf(t, n - 2))  # r < 0: steadier varies less
+    if p_lower < alpha:
+        return HOLDS, ratio, p_lower
+    if p_higher < alpha:
+        return CONTRADICTED, ratio, p_lower
+    return INCONCLUSIVE, ratio, p_lower
 
 
 # --- what it would take ------------------------------------------------------------------------------

@@ -198,12 +198,14 @@ def pretrain_job(params: Params, tower: str, backbone: Path = paths.BACKBONE) ->
                        paths.pretrained_tower(tower), (backbone,), tuple(training_data(params, [tower])), tower, backbone)
 
 
-def joint_job(params: Params, towers: tuple[Path, Path] | None = None, train: TrainSettings | None = None) -> JointJob:
-    """`joint` on the pretrained towers (or `towers`), with params' train settings (or `train`)."""
+def joint_job(params: Params, towers: tuple[Path, Path] | None = None, train: TrainSettings | None = None,
+              name: str = "joint") -> JointJob:
+    """`joint` on the pretrained towers (or `towers`), with params' train settings (or `train`); `name`
+    jtcse: the `jtcse` stage, the train settings with `jtcse.cael` CAELs (`Params.jtcse_train`)."""
     towers = towers or tuple(paths.pretrained_tower(tower) for tower in TOWER_NAMES)
-    train = train or params.train
-    return JointJob(params, "joint", "train", train, train.mode_lr, paths.joint_model(), tuple(towers),
-                    tuple(training_data(params)), tuple(towers))
+    train = train or (params.jtcse_train if name == "jtcse" else params.train)
+    output = paths.jtcse_model() if name == "jtcse" else paths.joint_model()
+    return JointJob(params, name, "train", train, train.mode_lr, output, tuple(towers), tuple(training_data(params)), tuple(towers))
 
 
 def distill_job(params: Params, teacher: str, backbone: Path = paths.BACKBONE, ensemble: WeightedTowers | None = None,
@@ -232,8 +234,8 @@ def run_pretrain(params: Params, tower: str) -> Trained:
     return pretrain_job(params, tower).run()
 
 
-def run_joint(params: Params) -> Trained:
-    return joint_job(params).run()
+def run_joint(params: Params, name: str = "joint") -> Trained:
+    return joint_job(params, name=name).run()
 
 
 def run_distill(params: Params, teacher: str) -> Trained:
