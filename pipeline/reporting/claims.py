@@ -499,18 +499,19 @@ class ComparisonClaim(ClaimSpec):
         return 0.0
 
     def cannot(self) -> tuple[str, str] | None:
-        """(verdict, why) where no run can decide the claim: its suite's task list is not in the papers,
-        or the paper's own gap is below the band that says what difference counts."""
+        """(verdict, why) where no run can decide the claim: the paper's own gap is below the band that says
+        what difference counts (first: true whatever is run), or its suite's task list is not in the papers."""
+        unlisted = None
         if self.metric.startswith(MTEB_PREFIX):
             from pipeline.evaluation.mteb_suites import load_suite
 
             suite = load_suite(self.metric.removeprefix(MTEB_PREFIX).split(".")[1])
-            if suite.unlisted:
-                return CANNOT_RUN, f"suite {suite.name}: {suite.unlisted}"
+            unlisted = f"suite {suite.name}: {suite.unlisted}" if suite.unlisted else None
         gap = self.paper_gap()
         if self.band is not None and gap is not None and gap < self.band:
-            return CANNOT_HOLD, f"the paper's gap {gap:.2f} is below the band {self.band:g}: not even an exact reproduction holds"
-        return None
+            also = f"; and {unlisted}" if unlisted else ""
+            return CANNOT_HOLD, f"the paper's gap {gap:.2f} is below the band {self.band:g}: not even an exact reproduction holds{also}"
+        return (CANNOT_RUN, unlisted) if unlisted else None
 
     def compare(self, judging: Judging, rows: dict[str, Row], better: SubjectSpec, worse: SubjectSpec, margin: float) -> Comparison:
         """better vs worse: the interval of the difference, then the verdict against the margin and band."""
