@@ -180,3 +180,38 @@ def test_without_a_root_the_store_lives_in_the_process(tmp_path, monkeypatch):
     store = _store(None, embedder)
     store.tower_rows("t", SENTENCES[:10]), store.tower_rows("t", SENTENCES[:10])
     assert embedder.sentences == 10 and not list(tmp_path.rglob("*.npz"))
+
+
+def test_an_edit_of_the_code_that_makes_the_vectors_misses_the_store(tmp_path):
+    """The store's key holds the vector code's digest: after an edit of the encoder (issue 56's fault probe read
+    token 1 for cls_before_pooler and got the old score from the store, exit 0), the key changes and the vectors
+    are encoded again; VECTOR_CODE is every module of pipeline/ that embedder.py imports, transitively, that
+    computes (evaluation/, modeling/)."""
+    import ast
+    import shutil
+
+    from pipeline.evaluation.store import PACKAGE_ROOT, VECTOR_CODE, embedder_settings, vector_code_digest
+
+    copy = tmp_path / "pipeline"
+    for relative in VECTOR_CODE:
+        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(PACKAGE_ROOT / relative, copy / relative)
+    assert vector_code_digest(copy) == vector_code_digest()
+    encoder = copy / "modeling" / "encoder.py"
+    encoder.write_text(encoder.read_text().replace("[:, 0]", "[:, 1]"))
+    assert vector_code_digest(copy) != vector_code_digest()
+    assert vector_code_digest() in embedder_settings("cls_before_pooler", 32)
+
+    def imported(relative: str) -> set[str]:
+        tree = ast.parse((PACKAGE_ROOT / relative).read_text())
+        modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        return {module.removeprefix("pipeline.").replace(".", "/") + ".py" for module in modules
+                if module.startswith(("pipeline.modeling.", "pipeline.evaluation.embedder"))}
+
+    found, todo = set(), ["evaluation/embedder.py"]
+    while todo:
+        relative = todo.pop()
+        if relative not in found:
+            found.add(relative)
+            todo.extend(imported(relative))
+    assert found == set(VECTOR_CODE)

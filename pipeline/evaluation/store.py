@@ -278,9 +278,30 @@ def evaluate_models(
     return {name: score_tasks(table, tasks) for name, table in model_tables(models, tasks, store).items()}
 
 
+# The code that turns a tower's weights into vectors (HFEmbedder and what it imports of pipeline/): an edit of
+# it must miss the store, not read the old vectors under the new code (tests/test_store.py keeps this list equal
+# to embedder.py's imports). The libraries' versions likewise.
+VECTOR_CODE = ("evaluation/embedder.py", "modeling/encoder.py", "modeling/architecture.py", "modeling/layernorm.py")
+VECTOR_LIBRARIES = ("torch", "transformers", "tokenizers")
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+
+
+def vector_code_digest(root: Path = PACKAGE_ROOT) -> str:
+    """A digest of `VECTOR_CODE`'s bytes and `VECTOR_LIBRARIES`' versions."""
+    from importlib import metadata
+
+    digest = hashlib.sha256()
+    for relative in VECTOR_CODE:
+        digest.update(f"{relative}\n".encode() + (root / relative).read_bytes())
+    for package in VECTOR_LIBRARIES:
+        digest.update(f"{package} {metadata.version(package)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def embedder_settings(pooler: str, max_length: int) -> str:
-    """What besides a tower's weights shapes its embeddings: the settings part of the store's key."""
-    return f"{pooler}|{max_length}"
+    """What besides a tower's weights shapes its embeddings: the settings part of the store's key (the pooler,
+    the length, and the code and libraries that compute the vectors)."""
+    return f"{pooler}|{max_length}|code {vector_code_digest()}"
 
 
 def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
