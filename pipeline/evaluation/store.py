@@ -5,9 +5,11 @@ and run the tower's encoder only on the sentences the store does not hold yet. A
 (twin, ensemble, UC) is Σ wᵢ·towerᵢ over stored tower rows (`EmbeddingStore.model_rows`) and never
 runs an encoder of its own.
 
-Key: (the tower's content — its weights, config and tokenizer files, hashed; or a hub id —, the
-embedder settings that shape the vectors: pooler and max length, the sentence). Layout under the
-root (data/cache/embeddings/):
+Key: (the tower's content — its weights, config and tokenizer files, hashed; or a hub id —, what else
+shapes the vectors: the pooler, the max length, and a digest of the code that computes them and of the
+torch / transformers / tokenizers versions (`VECTOR_CODE`), the sentence). An edit of the encoder so
+misses the store instead of reading the old vectors under the new code. Layout under the root
+(data/cache/embeddings/):
 
     <tower key>/tower.json         what the key stands for (source folder, settings), for people
     <tower key>/<shard>.npz        sentences (UTF-8 bytes + offsets) and float32 vectors, row for row
