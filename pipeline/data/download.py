@@ -206,9 +206,11 @@ def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, cor
 
 
 def _place(folder: Path, destination: Path) -> None:
-    """A checked folder from the scratch folder into place (atomically)."""
+    """A checked folder from the scratch folder into place (atomically), its files moved, not copied again
+    (the scratch folder lies beside data/: a rename)."""
     with atomic_directory(destination) as temporary:
-        shutil.copytree(folder, temporary, dirs_exist_ok=True)
+        for item in folder.iterdir():
+            shutil.move(item, temporary / item.name)
 
 
 def download(

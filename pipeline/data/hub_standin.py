@@ -132,17 +132,22 @@ def _tar(members: Mapping[str, Path]) -> bytes:
     return buffer.getvalue()
 
 
+def mirror_corpus(mirror: Path) -> Path:
+    """The Wiki1M file a mirror serves as the corpus: the full one, else its sample of the first lines."""
+    corpus = mirror / "wiki1m" / "wiki1m_for_simcse.txt"
+    return corpus if corpus.is_file() else mirror / "wiki1m" / "wiki1m_for_simcse.head.txt"
+
+
 def mirror_files(mirror: Path) -> dict[str, bytes | Path]:
     """The canonical places of a data mirror's files (see the module docstring), as `hub_standin` entries."""
     from pipeline.config import DataSettings
 
     data = DataSettings()
     repo = f"datasets/{data.wiki.repo_id}/resolve/main"
-    corpus = mirror / "wiki1m" / "wiki1m_for_simcse.txt"
     senteval = mirror / "senteval"
     stsb = mirror / "raw" / "STSBenchmark"
     return {
-        f"{repo}/{data.wiki.filename}": corpus if corpus.is_file() else mirror / "wiki1m" / "wiki1m_for_simcse.head.txt",
+        f"{repo}/{data.wiki.filename}": mirror_corpus(mirror),
         f"datasets/{data.senteval_repo_id}/resolve/main/{data.senteval_filename}": _tar(
             {f"SentEval/data/downstream/{path.relative_to(senteval).as_posix()}": path
              for path in senteval.rglob("*") if path.is_file()}),
@@ -150,7 +155,10 @@ def mirror_files(mirror: Path) -> dict[str, bytes | Path]:
     }
 
 
-def serve(mirror: Path, models: Sequence[str] = (), models_folder: Path = Path(".tmp/standin-models"), seed: int = 42) -> None:
+STANDIN_MODELS_FOLDER = Path(".tmp/standin-models")  # built stand-ins, reused by later --serve runs
+
+
+def serve(mirror: Path, models: Sequence[str] = (), models_folder: Path = STANDIN_MODELS_FOLDER, seed: int = 42) -> None:
     """Serve a data mirror at the canonical places until stopped (Ctrl-C), and with `models` (hub ids of
     `pipeline.data.standin_models.STANDINS`) those backbones built offline, at every revision."""
     if not (mirror / "senteval").is_dir():
@@ -165,8 +173,7 @@ def serve(mirror: Path, models: Sequence[str] = (), models_folder: Path = Path("
         if unknown:
             print(f"error: --models {' '.join(unknown)}: no offline stand-in; it builds: {', '.join(STANDINS)}", file=sys.stderr)
             raise SystemExit(2)
-        corpus = files[next(key for key in files if key.endswith("wiki1m_for_simcse.txt"))]
-        files |= standin_model_files([(source, "main") for source in models], models_folder, Path(corpus), seed)
+        files |= standin_model_files([(source, "main") for source in models], models_folder, mirror_corpus(mirror), seed)
     with hub_standin(files, any_revision=True) as (endpoint, _):
         print(f"serving on {endpoint}", flush=True)
         print(f"export HF_ENDPOINT={endpoint} PIPELINE_STSB_URL={endpoint}/{STSB_ARCHIVE_PATH}", flush=True)
@@ -182,7 +189,7 @@ if __name__ == "__main__":
     parser.add_argument("--models", nargs="*", default=[], metavar="HUB_ID",
                         help="also serve these backbones built offline (random weights, the published architecture), "
                              "e.g. bert-base-uncased ffgcc/InfoCSE-bert-base roberta-base")
-    parser.add_argument("--models-folder", type=Path, default=Path(".tmp/standin-models"),
+    parser.add_argument("--models-folder", type=Path, default=STANDIN_MODELS_FOLDER,
                         help="where the built stand-ins are kept (reused when present)")
     arguments = parser.parse_args()
     serve(arguments.serve, arguments.models, arguments.models_folder)

@@ -32,6 +32,7 @@ shards first (reading a shard marks it used), never a shard this process uses;
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -303,7 +304,13 @@ def vector_code_digest(root: Path = PACKAGE_ROOT) -> str:
 def embedder_settings(pooler: str, max_length: int) -> str:
     """What besides a tower's weights shapes its embeddings: the settings part of the store's key (the pooler,
     the length, and the code and libraries that compute the vectors)."""
-    return f"{pooler}|{max_length}|code {vector_code_digest()}"
+    return f"{pooler}|{max_length}|code {_running_code_digest()}"
+
+
+@functools.cache
+def _running_code_digest() -> str:
+    """`vector_code_digest` of this checkout, read once per process: the code a process runs does not change under it."""
+    return vector_code_digest()
 
 
 def pipeline_store(params, pooler: str | None = None) -> EmbeddingStore:
