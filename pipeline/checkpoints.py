@@ -36,7 +36,8 @@ from tqdm.auto import tqdm
 from pipeline import paths
 from pipeline.config import CheckpointSettings, Params, describe_validation_error, read_yaml_file
 from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
-from pipeline.data.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, SENTEVAL_STS_TASKS
+from pipeline.code_deps import REPO_ROOT, project_files
+from pipeline.declarations.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, PAPERS_TASKS
 from pipeline.settings_rules import POOLERS
 from pipeline.data.sources import COMMIT
 from pipeline.errors import PipelineError
@@ -48,16 +49,13 @@ from pipeline.models import WeightedTowers
 log = logging.getLogger(__name__)
 
 # The metric of our results behind each column (as tables.yaml reads reports/metrics/<model>.json), by table header.
-METRIC_OF_COLUMN = {task.short_name: (task.name, task.reported) for task in SENTEVAL_STS_TASKS} | {AVERAGE_SHORT_NAME: (AVERAGE,)}
+METRIC_OF_COLUMN = {task.short_name: (task.name, task.reported) for task in PAPERS_TASKS} | {AVERAGE_SHORT_NAME: (AVERAGE,)}
 COLUMNS = tuple(METRIC_OF_COLUMN)
 TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
 CACHE = paths.DATA / "cache" / "checkpoints"
-# The evaluator's code: a change to it invalidates the cached results.
-EVALUATOR_SOURCES = tuple(
-    Path(__file__).resolve().parent / name
-    for name in ("checkpoints.py", "models.py", "evaluation/sts.py", "evaluation/bootstrap.py", "evaluation/embedder.py",
-                 "evaluation/store.py", "modeling/encoder.py", "data/readers.py", "data/sts_tasks.py")
-)
+# The evaluator's code: this module and every project file it runs (`pipeline.code_deps`); a change to it
+# invalidates the cached results.
+EVALUATOR_MODULE = "pipeline/checkpoints.py"
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
 
@@ -236,8 +234,8 @@ def _assemble(config: Path, weights: Path, tokenizer: list[Path], cache_dir: Pat
 
 def _evaluator_digest() -> str:
     digest = hashlib.sha256()
-    for source in EVALUATOR_SOURCES:
-        digest.update(source.read_bytes())
+    for relative in project_files(EVALUATOR_MODULE):
+        digest.update(f"{relative}\n".encode() + (REPO_ROOT / relative).read_bytes())
     return digest.hexdigest()
 
 

@@ -18,19 +18,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from pipeline.declarations import loss_terms
+from pipeline.declarations.sts_tasks import PAPERS_TASK_NAMES, STS_TASK_REGISTRY
 from pipeline.errors import PipelineError
-from pipeline.losses import loss_term_names, validate_loss_names
 from pipeline.models import BASELINES, JTCSE_MODELS, STUDENTS, evaluated_model_folders, validate_teacher_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
     DEVICES,
-    NORM_INPUTS,
     POOLERS,
     PRECISIONS,
     SCALES,
     SICK_SPLITS,
-    STS_TASKS,
     validate_cael,
     validate_cross_mode,
     validate_drop_layernorm,
@@ -187,7 +186,11 @@ class BaselineSettings(OptimSettings):
 
 
 class TrainSettings(OptimSettings):
-    """The twin stage: TNCSE when cael == 0, JTCSE otherwise."""
+    """The twin stage: TNCSE when cael == 0, JTCSE otherwise. Besides these fields it holds the settings
+    each loss term owns (`pipeline.declarations.loss_terms`: `train.norm_factor`, `train.norm_input`),
+    checked against the term's declaration and defaulted from it."""
+
+    model_config = ConfigDict(extra="allow", validate_assignment=True)  # extras: the terms' own settings only
 
     lr: float = Field(1e-6, gt=0)
     cael: int = Field(0, ge=0, strict=True, description="cross-attention encoder layers, 0 to the layer count; 0 = TNCSE")
@@ -195,16 +198,30 @@ class TrainSettings(OptimSettings):
     jtcse_lr: float | None = Field(None, gt=0, description="lr when cael > 0; null = lr")
     jtcse_dropout: float | None = Field(None, ge=0, lt=1, description="dropout when cael > 0; null = dropout")
     cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
-    losses: list[str] = Field(default_factory=lambda: list(loss_term_names()),
-                              description="the twin objective's terms (pipeline.losses.LOSS_TERM_TABLE), checked at load")
-    norm_factor: float = Field(0.5, gt=0, description="the released code's division of the norm loss by 2")
-    norm_input: Literal[NORM_INPUTS] = Field(  # type: ignore[valid-type]
-        "pooler", description="the tensor-norm loss's norms: pooler output (the method) or last hidden [CLS] (the study)"
-    )
+    losses: list[str] = Field(default_factory=lambda: list(loss_terms.loss_term_names()),
+                              description="the twin objective's terms (pipeline.declarations.loss_terms), checked at load")
     drop_layernorm: int = Field(
         0, ge=0, strict=True, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
     )
     gaussian: GaussianNegativesSettings = GaussianNegativesSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _with_term_settings(cls, raw: Any) -> Any:
+        """Every key a field or a declared term's setting; each term setting checked by its declaration or defaulted."""
+        if not isinstance(raw, dict):
+            return raw
+        owned = loss_terms.term_settings()
+        for key in raw:
+            if key not in cls.model_fields and key not in owned:
+                raise PipelineError(f"unknown setting 'train.{key}' in params.yaml; remove it or check its spelling")
+        return raw | {key: setting.validate(f"train.{key}", raw[key]) if key in raw else setting.default
+                      for key, (_, setting) in owned.items()}
+
+    @property
+    def term_settings(self) -> dict[str, Any]:
+        """The settings the loss terms own, by key (what `twin_objective` hands to the terms)."""
+        return {key: getattr(self, key) for key in loss_terms.term_settings()}
 
     @property
     def mode_lr(self) -> float:
@@ -261,7 +278,10 @@ class MtebSettings(Section):
 
 
 class EvalSettings(Section):
-    tasks: list[Literal[STS_TASKS]] = Field(list(STS_TASKS), min_length=1)  # type: ignore[valid-type]
+    tasks: list[str] = Field(
+        list(PAPERS_TASK_NAMES), min_length=1, description="declared STS tasks (pipeline.declarations.sts_tasks); the "
+        "headline average is over the papers' seven among them, any other is scored in a column of its own"
+    )
     seed: int = Field(
         42, ge=0, description="draws the test-pair sample, the bootstrap indices and the analyses' samples, apart from "
         "the training `seed`: runs that differ only in the training seed score the same pairs with the same resamples"
@@ -283,6 +303,16 @@ class EvalSettings(Section):
     pooler: Literal[POOLERS] = "cls_before_pooler"  # type: ignore[valid-type]
     cost_length: int = Field(64, ge=1, description="tokens per sentence for the inference-cost count (GMACs, η)")
     mteb: MtebSettings = MtebSettings()
+
+    @field_validator("tasks")
+    @classmethod
+    def _declared_tasks(cls, tasks: list[str]) -> list[str]:
+        for name in tasks:
+            if name not in STS_TASK_REGISTRY:
+                raise ValueError(f"{name!r} is not a declared STS task; allowed: {', '.join(STS_TASK_REGISTRY)}")
+        if not set(tasks) & set(PAPERS_TASK_NAMES):
+            raise ValueError(f"none of the papers' tasks, which the average is over; add one of {', '.join(PAPERS_TASK_NAMES)}")
+        return tasks
 
     @field_validator("bootstrap", mode="before")
     @classmethod
@@ -378,7 +408,7 @@ class Params(Section):
                                   for teacher, student in self.distill.teachers.items()})
         validate_drop_layernorm(self.train.drop_layernorm, self.backbone.num_layers, backbone=self.backbone.name)
         validate_cross_mode(self.train.cross_mode, self.train.cross_outputs)
-        validate_loss_names(self.train.losses)
+        loss_terms.validate_loss_names(self.train.losses)
         validate_hub_endpoint(self.data.hub_endpoint)
         validate_standin_hub(self.data.hub_endpoint, self.checkpoints.source)
         validate_baselines(list(self.baselines))
@@ -421,6 +451,8 @@ def setting_default(key: str) -> tuple[bool, Any]:
     ran with its default (`pipeline.reporting.runs`)."""
     model: type[BaseModel] = Params
     *parents, leaf = key.split(".")
+    if parents == ["train"] and leaf in loss_terms.term_settings():
+        return True, loss_terms.term_settings()[leaf][1].default
     for part in parents:
         field = model.model_fields.get(part)
         annotation = field.annotation if field is not None else None

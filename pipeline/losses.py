@@ -30,22 +30,26 @@ Readings of the equations, where the papers leave room (see also docs/method.md)
   views); fresh noise is drawn on every call.
 """
 
+import functools
+import importlib
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from torch.nn import functional as F
 
 from pipeline.errors import PipelineError
-from pipeline.settings_rules import NORM_INPUTS, validate_gaussian
+from pipeline.declarations import loss_terms
+from pipeline.declarations.loss_terms import NORM_INPUTS
+from pipeline.settings_rules import validate_gaussian
 
 
 class TwinOutput(Protocol):
     """What the twin objective reads of the twin's outputs (`pipeline.modeling.twin.TwinOutput` is one).
-    Declared here so the losses, and the settings that validate `train.losses` against their table,
-    do not import the model code."""
+    Declared here so the losses do not import the model code."""
 
     last_cls: torch.Tensor  # (2, 2N, d) h^L of both towers
     pooler_output: torch.Tensor  # (2, 2N, d) h^P
@@ -254,114 +258,107 @@ def joint_icnce(
     return direction * one_way(0, 1) + (1 - direction) * one_way(1, 0)
 
 
-# ---- the twin objective's terms: one table ------------------------------------------------------------
-# Each switchable term of the TNCSE/JTCSE objective is one `LossTerm` in `LOSS_TERM_TABLE`: the allowed
-# names of `train.losses`, their validation, the objective (a loop over the table, in its order) and the
-# DDP rule on unused parameters all derive from it. A new term is one `register_loss_term` call.
+# ---- the twin objective's terms ---------------------------------------------------------------------
+# Each switchable term is declared in `pipeline.declarations.loss_terms` (its name, its own settings and
+# where its implementation lives); the implementation is a `LossTerm` found through the declaration.
+# The objective sums the selected terms in declaration order; DDP's unused-parameter rule asks each term.
 
 IctnKernel = Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]  # (last_cls, norm vectors, factor) -> ICTN
 
 
 @dataclass(frozen=True)
 class ObjectiveInputs:
-    """What a term may read: the twin's (gathered) outputs and the objective's settings."""
+    """What a term may read: the twin's (gathered) outputs, the settings every term shares, and the
+    settings the terms own (`term_settings`, by key: each term reads its declared ones)."""
 
     out: TwinOutput
     temperature: float = TEMPERATURE
-    norm_factor: float = NORM_FACTOR
     gaussian: GaussianNegatives | None = None
     generator: torch.Generator | None = None  # JTCSE's direction R is drawn from it, unless given as `direction`
-    norm_input: str = "pooler"
     ictn_kernel: IctnKernel = ictn  # the benchmark's baseline passes the released code's per-sample loop
     direction: torch.Tensor | None = None  # JTCSE's R drawn beforehand (a compiled step's input)
+    term_settings: Mapping[str, Any] = field(default_factory=loss_terms.term_setting_defaults)
 
 
-@dataclass(frozen=True)
-class LossTerm:
-    """One switchable term of the twin objective (the loss-ablation tables switch them by `name`).
+class LossTerm(ABC):
+    """The implementation of one declared term of the twin objective."""
 
-    `compute` maps the inputs to the term's value; `reads_pooler(norm_input)` says whether it reads the
-    pooler output h^P under that `train.norm_input`: when no selected term does, the pooler layers get no
-    gradient, which DDP must be told (`find_unused_parameters`). `settings` names the `train.*` keys it reads."""
+    @abstractmethod
+    def compute(self, inputs: ObjectiveInputs) -> torch.Tensor:
+        """The term's value on these inputs."""
 
-    name: str
-    compute: Callable[[ObjectiveInputs], torch.Tensor]
-    reads_pooler: Callable[[str], bool]
-    settings: tuple[str, ...]
-    description: str
+    def reads_pooler(self, term_settings: Mapping[str, Any]) -> bool:
+        """Whether it reads the pooler output h^P under these settings: when no selected term does, the
+        pooler layers get no gradient, which DDP must be told (`find_unused_parameters`)."""
+        return False
 
 
-LOSS_TERM_TABLE: dict[str, LossTerm] = {}
+class _BothTowersNce(LossTerm):
+    def compute(self, inputs: ObjectiveInputs) -> torch.Tensor:
+        return sum(twin_info_nce(views, inputs.temperature, inputs.gaussian) for views in inputs.out.last_cls)
 
 
-def register_loss_term(term: LossTerm) -> LossTerm:
-    """Add a term to the table (its order is the objective's summation order); a name twice is an error."""
-    if term.name in LOSS_TERM_TABLE:
-        raise PipelineError(f"loss term {term.name!r} is registered twice")
-    LOSS_TERM_TABLE[term.name] = term
+class _InteractionNce(LossTerm):
+    def compute(self, inputs: ObjectiveInputs) -> torch.Tensor:
+        last_cls, cross_cls = inputs.out.last_cls, inputs.out.cross_cls
+        if cross_cls is None:
+            return icnce(last_cls[0], last_cls[1], inputs.temperature, inputs.gaussian)
+        direction = draw_direction(inputs.generator) if inputs.direction is None else inputs.direction
+        return joint_icnce(last_cls, cross_cls, direction, inputs.temperature, inputs.gaussian)
+
+
+class _TensorNorm(LossTerm):
+    def compute(self, inputs: ObjectiveInputs) -> torch.Tensor:
+        settings = inputs.term_settings
+        return inputs.ictn_kernel(inputs.out.last_cls, norm_vectors(inputs.out, settings["norm_input"]),
+                                  settings["norm_factor"])
+
+    def reads_pooler(self, term_settings: Mapping[str, Any]) -> bool:
+        return term_settings["norm_input"] == "pooler"
+
+
+NCE_TERM, ICNCE_TERM, ICTN_TERM = _BothTowersNce(), _InteractionNce(), _TensorNorm()
+
+
+@functools.cache
+def _implementation(where: str) -> LossTerm:
+    module, attribute = where.split(":")
+    term = getattr(importlib.import_module(module), attribute)
+    if not isinstance(term, LossTerm):
+        raise TypeError(f"{where} is a {type(term).__name__}, not a LossTerm")
     return term
 
 
-def _never_reads_pooler(norm_input: str) -> bool:
-    return False
+def loss_term(name: str) -> LossTerm:
+    """The implementation of a declared term (the declaration says where it lives)."""
+    return _implementation(loss_terms.LOSS_TERM_DECLARATIONS[name].implementation)
 
 
-def _both_towers_nce(inputs: ObjectiveInputs) -> torch.Tensor:
-    return sum(twin_info_nce(views, inputs.temperature, inputs.gaussian) for views in inputs.out.last_cls)
+def _with_defaults(term_settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The terms' own settings: the given ones over the declared defaults; an undeclared key is an error."""
+    declared = loss_terms.term_setting_defaults()
+    for key in term_settings:
+        if key not in declared:
+            raise PipelineError(f"{key} is no loss term's setting; the terms' settings: {', '.join(declared)}")
+    return declared | dict(term_settings)
 
 
-def _interaction_nce(inputs: ObjectiveInputs) -> torch.Tensor:
-    last_cls, cross_cls = inputs.out.last_cls, inputs.out.cross_cls
-    if cross_cls is None:
-        return icnce(last_cls[0], last_cls[1], inputs.temperature, inputs.gaussian)
-    direction = draw_direction(inputs.generator) if inputs.direction is None else inputs.direction
-    return joint_icnce(last_cls, cross_cls, direction, inputs.temperature, inputs.gaussian)
-
-
-def _tensor_norm(inputs: ObjectiveInputs) -> torch.Tensor:
-    return inputs.ictn_kernel(inputs.out.last_cls, norm_vectors(inputs.out, inputs.norm_input), inputs.norm_factor)
-
-
-register_loss_term(LossTerm("nce", _both_towers_nce, _never_reads_pooler, ("temperature", "gaussian"),
-                            "L_NCE of each tower on its own two views (TNCSE Eq. 4, JTCSE Eq. 11)"))
-register_loss_term(LossTerm("icnce", _interaction_nce, _never_reads_pooler, ("temperature", "gaussian"),
-                            "ICNCE between the towers (TNCSE Eq. 5); JTCSE's ICNCE_J with the cross outputs (Eq. 12)"))
-register_loss_term(LossTerm("ictn", _tensor_norm, lambda norm_input: norm_input == "pooler", ("norm_factor", "norm_input"),
-                            "ICTN, the tensor-norm term (TNCSE Eq. 7; ICTM in JTCSE Eq. 14)"))
-
-
-def loss_term_names() -> tuple[str, ...]:
-    """The allowed names of `train.losses`, in the table's order."""
-    return tuple(LOSS_TERM_TABLE)
-
-
-def validate_loss_names(losses, key: str = "train.losses") -> tuple[str, ...]:
-    """A non-empty selection of the twin objective's terms."""
-    names = tuple(losses)
-    allowed = ", ".join(LOSS_TERM_TABLE)
-    for name in names:
-        if name not in LOSS_TERM_TABLE:
-            raise PipelineError(f"{key}={list(names)} names unknown loss {name}; allowed: {allowed}")
-    if not names:
-        raise PipelineError(f"{key}=[] switches every loss term off; allowed: a non-empty subset of {allowed}")
-    return names
-
-
-def reads_pooler(losses: Iterable[str], norm_input: str) -> bool:
+def reads_pooler(losses: Iterable[str], term_settings: Mapping[str, Any]) -> bool:
     """Whether any selected term reads the pooler output (else DDP must allow unused parameters)."""
-    return any(LOSS_TERM_TABLE[name].reads_pooler(norm_input) for name in validate_loss_names(losses))
+    settings = _with_defaults(term_settings)
+    return any(loss_term(name).reads_pooler(settings) for name in loss_terms.validate_loss_names(losses))
 
 
 def twin_objective(
     out: TwinOutput,
     losses: Iterable[str] | None = None,
+    *,
     temperature: float = TEMPERATURE,
-    norm_factor: float = NORM_FACTOR,
     gaussian: GaussianNegatives | None = None,
     generator: torch.Generator | None = None,
-    norm_input: str = "pooler",
     ictn_kernel: IctnKernel = ictn,
     direction: torch.Tensor | None = None,
+    **term_settings: Any,
 ) -> LossTerms:
     """The TNCSE objective when `out.cross_cls` is None, else the JTCSE objective.
 
@@ -369,13 +366,15 @@ def twin_objective(
     JTCSE (Eq. 15): L = L_NCE(I) + L_NCE(II) + ICNCE_J + ICTM, ICNCE_J of Eq. 12 with R = `direction`
     (a 0-dim 0./1. tensor drawn beforehand) or, without it, drawn from `generator` (seed it alike on every
     DDP rank).
-    `losses` switches terms by name (`LOSS_TERM_TABLE`; None = every term), summed in the table's order.
-    Returns the total and each switched-on term. `gaussian` applies to every InfoNCE-type term;
-    `norm_input` picks the norms of the tensor-norm term (`norm_vectors`); `ictn_kernel` computes it.
+    `losses` switches terms by name (`pipeline.declarations.loss_terms`; None = every term), summed in
+    declaration order. Returns the total and each switched-on term. `gaussian` applies to every
+    InfoNCE-type term; `ictn_kernel` computes the tensor-norm term; `term_settings` are the terms' own
+    settings (`norm_factor`, `norm_input`: the norms the tensor-norm term reads, `norm_vectors`), the
+    declared defaults where not given.
     """
-    selected = validate_loss_names(LOSS_TERM_TABLE if losses is None else losses)
-    inputs = ObjectiveInputs(out, temperature, norm_factor, gaussian, generator, norm_input, ictn_kernel, direction)
-    terms = {name: term.compute(inputs) for name, term in LOSS_TERM_TABLE.items() if name in selected}
+    selected = loss_terms.validate_loss_names(loss_terms.LOSS_TERM_DECLARATIONS if losses is None else losses)
+    inputs = ObjectiveInputs(out, temperature, gaussian, generator, ictn_kernel, direction, _with_defaults(term_settings))
+    terms = {name: loss_term(name).compute(inputs) for name in loss_terms.LOSS_TERM_DECLARATIONS if name in selected}
     return LossTerms(total=sum(terms.values()), terms=terms)
 
 

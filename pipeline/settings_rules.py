@@ -11,14 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from pipeline.data.sts_tasks import SENTEVAL_STS_TASKS
 from pipeline.errors import PipelineError
 from pipeline.models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
 
 # ---- allowed values ---------------------------------------------------------------------------
 SCALES = ("tiny", "small", "paper", "rehearsal")
 DEVICES = ("auto", "cpu", "cuda")
-STS_TASKS = tuple(task.name for task in SENTEVAL_STS_TASKS)  # each declared once, in pipeline.data.sts_tasks
 SICK_SPLITS = ("train", "trial", "test")
 # The poolers SimCSE, TNCSE and JTCSE compare, named as in SimCSE's code.
 POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2")
@@ -27,9 +25,6 @@ CROSS_OUTPUTS = ("last", "mean")
 CROSS_MODES = ("stream", "side")
 # A training stage's arithmetic: bf16 or fp16 autocast (fp16 with a gradient scaler) on CUDA, or fp32.
 PRECISIONS = ("bf16", "fp16", "fp32")
-# What the tensor-norm loss takes its norms from: the pooler output h^P (the papers' method) or the
-# last hidden [CLS] h^L (their LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8).
-NORM_INPUTS = ("pooler", "last_hidden_cls")
 
 
 # ---- the rules: each defined once, here -------------------------------------------------------

@@ -27,9 +27,9 @@ from pipeline.execution import runtime
 from pipeline.training import jobs, loop, tasks
 from pipeline.config import OptimSettings, parse_params
 from pipeline import io as atomic_io
-from pipeline.data import sts_tasks
+from pipeline.declarations import sts_tasks
 from pipeline.data.readers import MalformedDataError
-from pipeline.data.sts_tasks import load_sts_benchmark
+from pipeline.data.sts_pairs import load_sts_benchmark
 from pipeline.errors import PipelineError
 from pipeline.evaluation import mteb_tasks
 from pipeline.reporting import runs as reporting_runs
@@ -95,7 +95,7 @@ def one_line_exit_2(result: subprocess.CompletedProcess) -> str:
 
 def test_subsets_are_senteval_fixed_lists():
     assert list(load_sts_benchmark(SENTEVAL, "STS12")) == list(sts_tasks.sts_task("STS12").subsets)
-    assert [task.name for task in sts_tasks.SENTEVAL_STS_TASKS if task.subsets] == ["STS12", "STS13", "STS14", "STS15", "STS16"]
+    assert [task.name for task in sts_tasks.PAPERS_TASKS if task.subsets] == ["STS12", "STS13", "STS14", "STS15", "STS16"]
 
 
 def test_missing_subset_file_is_an_error_naming_it(tmp_path):

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import yaml
 
+from pipeline.code_deps import project_files
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,46 +40,9 @@ def test_resume_state_is_not_a_stage_output():
 # ---- code dependencies ----------------------------------------------------------------------
 
 
-def module_file(module: str) -> Path | None:
-    """The file of a project module (`pipeline.rtt` → pipeline/rtt/__init__.py), None for others."""
-    if module.split(".")[0] not in ("pipeline", "stages", "tools"):
-        return None
-    base = ROOT.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def imported_files(path: Path) -> set[Path]:
-    """Project files one file imports, at module level or inside functions (lazy imports run too)."""
-    import ast
-
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # `from pipeline.x import y`: y may be a submodule or a name defined in pipeline/x
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        for name in names:
-            parts = name.split(".")
-            for end in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-                file = module_file(".".join(parts[:end]))
-                if file is not None:
-                    found.add(file)
-    return found
-
-
 def import_closure(start: Path) -> set[Path]:
-    closure, pending = set(), [start]
-    while pending:
-        file = pending.pop()
-        if file not in closure:
-            closure.add(file)
-            pending += imported_files(file)
-    return closure
+    """The project files running `start` runs (pipeline/code_deps.py: lazy and transitive imports too)."""
+    return {ROOT / relative for relative in project_files(start.relative_to(ROOT).as_posix())}
 
 
 def stage_code_deps(dvc_file: Path):

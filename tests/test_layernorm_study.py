@@ -237,7 +237,7 @@ def test_twin_task_with_defaults_computes_todays_loss_bit_for_bit(towers):
     with torch.no_grad():
         ours = task.loss(task.model, batch, step=0)["loss"]
         out = reference(batch[0]["input_ids"], batch[0]["attention_mask"])
-        today = losses.twin_objective(out, settings.losses, settings.temperature, settings.norm_factor).total
+        today = losses.twin_objective(out, settings.losses, temperature=settings.temperature, norm_factor=settings.norm_factor).total
     assert torch.equal(ours, today)
 
 

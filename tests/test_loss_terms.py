@@ -1,13 +1,18 @@
-"""The twin objective's term table (pipeline/losses.py `LOSS_TERM_TABLE`): a term added in one place is
-an allowed `train.losses` name, part of the objective and of the DDP unused-parameter rule."""
+"""The twin objective's terms (pipeline/declarations/loss_terms.py, pipeline/losses.py): a term added as
+its implementation, its declaration and its test is an allowed `train.losses` name with its own setting,
+part of the objective and of the DDP unused-parameter rule."""
+
+import sys
 
 import pytest
 import torch
+from pydantic import Field
 from transformers import AutoTokenizer
 
 from conftest import MIRROR
 from pipeline import losses
-from pipeline.config import TrainSettings
+from pipeline.config import TrainSettings, parse_params, setting_default
+from pipeline.declarations import loss_terms
 from pipeline.errors import PipelineError
 from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import RunSpec, train
@@ -17,41 +22,79 @@ from tiny_models import save_tiny_bert
 CPU = RunContext(torch.device("cpu"), None)
 
 
-def cross_tower_alignment(inputs: losses.ObjectiveInputs) -> torch.Tensor:
-    """A made-up term: the towers' pooler outputs of each view pulled together (reads the pooler)."""
-    pooled_I, pooled_II = inputs.out.pooler_output
-    return (pooled_I - pooled_II).pow(2).mean()
+class CrossTowerAlignment(losses.LossTerm):
+    """A made-up term with a setting of its own: the towers' pooler outputs pulled together, times `align_weight`."""
+
+    def compute(self, inputs: losses.ObjectiveInputs) -> torch.Tensor:
+        pooled_I, pooled_II = inputs.out.pooler_output
+        return inputs.term_settings["align_weight"] * (pooled_I - pooled_II).pow(2).mean()
+
+    def reads_pooler(self, term_settings) -> bool:
+        return True
+
+
+ALIGN_TERM = CrossTowerAlignment()  # its "file": this module, which the declaration points at
 
 
 @pytest.fixture
 def align_term(monkeypatch):
-    """The table with one more term; monkeypatch restores it afterwards."""
-    term = losses.LossTerm("align", cross_tower_alignment, lambda norm_input: True, (), "a test's term")
-    monkeypatch.setitem(losses.LOSS_TERM_TABLE, term.name, term)
-    return term
+    """The declarations with one more term owning `train.align_weight`; monkeypatch restores them afterwards."""
+    declaration = loss_terms.LossTermDeclaration(
+        "align", "a test's term", f"{__name__}:ALIGN_TERM",
+        {"align_weight": loss_terms.TermSetting(float, Field(1.0, ge=0, description="the term's weight"))},
+    )
+    monkeypatch.setattr(loss_terms, "LOSS_TERM_DECLARATIONS", dict(loss_terms.LOSS_TERM_DECLARATIONS))
+    return loss_terms.declare_loss_term(declaration)
 
 
-def test_the_table_is_the_papers_three_terms_in_summation_order():
-    assert losses.loss_term_names() == ("nce", "icnce", "ictn")
-    assert [name for name, term in losses.LOSS_TERM_TABLE.items() if term.reads_pooler("pooler")] == ["ictn"]
-    assert not any(term.reads_pooler("last_hidden_cls") for term in losses.LOSS_TERM_TABLE.values())
+def test_the_declarations_are_the_papers_three_terms_in_summation_order():
+    assert loss_terms.loss_term_names() == ("nce", "icnce", "ictn")
+    assert [name for name in loss_terms.loss_term_names() if losses.loss_term(name).reads_pooler({"norm_input": "pooler"})] == ["ictn"]
+    assert not any(losses.loss_term(name).reads_pooler({"norm_input": "last_hidden_cls"}) for name in loss_terms.loss_term_names())
+    assert loss_terms.term_setting_defaults() == {"norm_factor": 0.5, "norm_input": "pooler"}
 
 
-def test_a_term_added_in_one_place_trains_a_twin_step(align_term, tmp_path):
+def test_a_term_with_its_own_setting_trains_a_twin_step(align_term, tmp_path):
     sentences = (MIRROR / "wiki1m" / "wiki1m_for_simcse.head.txt").read_text(encoding="utf-8").splitlines()[:32]
     towers = (save_tiny_bert(tmp_path / "I", seed=1), save_tiny_bert(tmp_path / "II", seed=2))
     tokenizer = AutoTokenizer.from_pretrained(towers[0])
-    settings = TrainSettings(losses=["nce", "align"], batch_size=8, max_length=24, max_steps=2, save_every=100)
-    task = TwinTask(towers, tokenizer, settings, seed=5)
-    assert not task.leaves_parameters_unused  # the new term reads the pooler: DDP needs no unused-parameter search
-    result = train(task, [(s,) for s in sentences], settings, RunSpec(1e-4, 5, tmp_path / "joint", tmp_path / "ckpt"), CPU)
-    step = result.history[0]
+    history = {}
+    for weight in (1.0, 3.0):
+        settings = TrainSettings(losses=["nce", "align"], align_weight=weight, batch_size=8, max_length=24, max_steps=1,
+                                 save_every=100)
+        assert settings.term_settings == {"norm_factor": 0.5, "norm_input": "pooler", "align_weight": weight}
+        task = TwinTask(towers, tokenizer, settings, seed=5)
+        assert not task.leaves_parameters_unused  # the new term reads the pooler: DDP needs no unused-parameter search
+        run = RunSpec(1e-4, 5, tmp_path / f"joint{weight}", tmp_path / f"ckpt{weight}")
+        history[weight] = train(task, [(s,) for s in sentences], settings, run, CPU).history[0]
+    step = history[1.0]
     assert set(step) >= {"loss", "nce", "align"} and "icnce" not in step and "ictn" not in step
     assert step["align"] > 0 and step["loss"] == pytest.approx(step["nce"] + step["align"], rel=1e-5)
+    assert history[3.0]["align"] == pytest.approx(3 * step["align"], rel=1e-5)  # the setting reached the term
 
 
-def test_an_unknown_term_names_the_table(align_term):
+def test_a_terms_setting_is_checked_and_defaulted_by_its_declaration(align_term):
+    assert TrainSettings().align_weight == 1.0 and setting_default("train.align_weight") == (True, 1.0)
+    with pytest.raises(PipelineError, match=r"^train.align_weight=-1.0: Input should be greater than or equal to 0$"):
+        TrainSettings(align_weight=-1.0)
+    with pytest.raises(PipelineError, match=r"^unknown setting 'train.align_wieght' in params.yaml"):
+        TrainSettings(align_wieght=2.0)
+    with pytest.raises(PipelineError, match="norm_factors is no loss term's setting"):
+        losses.twin_objective(torch.zeros(0), ["nce"], align_weight=1.0, norm_factors=2)
+
+
+def test_an_unknown_term_names_the_declarations(align_term):
     with pytest.raises(PipelineError, match="names unknown loss magic; allowed: nce, icnce, ictn, align"):
-        losses.validate_loss_names(["nce", "magic"])
-    with pytest.raises(PipelineError, match="registered twice"):
-        losses.register_loss_term(align_term)
+        loss_terms.validate_loss_names(["nce", "magic"])
+    with pytest.raises(PipelineError, match="declared twice"):
+        loss_terms.declare_loss_term(align_term)
+
+
+def test_the_settings_import_no_torch_and_no_data_readers():
+    """`import pipeline.config` (every stage's settings) loads neither torch nor pipeline.data: a change to a
+    loss term's or a reader's code is no dependency of the settings."""
+    import subprocess
+    code = ("import sys, pipeline.config; loaded = [m for m in sys.modules if m == 'torch' or m.startswith('pipeline.data')]; "
+            "print(loaded); sys.exit(bool(loaded))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

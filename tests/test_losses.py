@@ -21,7 +21,7 @@ from pipeline.losses import (
     twin_objective,
 )
 from pipeline.modeling import TwinOutput
-from pipeline.losses import validate_loss_names
+from pipeline.declarations.loss_terms import validate_loss_names
 
 TAU = 0.05
 

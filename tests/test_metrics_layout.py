@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from pipeline.settings_rules import STS_TASKS
+from pipeline.declarations.sts_tasks import PAPERS_TASK_NAMES as STS_TASKS
 from pipeline.evaluation.sts import headline_scores, reported_score
 from pipeline.reporting.figures import FIGURES, TRAINING_FIGURES, training_figures
 from pipeline.reporting.report import figure_files

@@ -14,7 +14,7 @@ from pipeline.data.readers import (
     read_sts_subset,
     read_stsb,
 )
-from pipeline.data.sts_tasks import load_sts_benchmark
+from pipeline.data.sts_pairs import load_sts_benchmark
 from pipeline.errors import PipelineError
 
 from conftest import MIRROR

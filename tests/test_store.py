@@ -185,33 +185,18 @@ def test_without_a_root_the_store_lives_in_the_process(tmp_path, monkeypatch):
 def test_an_edit_of_the_code_that_makes_the_vectors_misses_the_store(tmp_path):
     """The store's key holds the vector code's digest: after an edit of the encoder (issue 56's fault probe read
     token 1 for cls_before_pooler and got the old score from the store, exit 0), the key changes and the vectors
-    are encoded again; VECTOR_CODE is every module of pipeline/ that embedder.py imports, transitively, that
-    computes (evaluation/, modeling/)."""
-    import ast
+    are encoded again; the vector code is every project file embedder.py runs (pipeline.code_deps)."""
     import shutil
 
-    from pipeline.evaluation.store import PACKAGE_ROOT, VECTOR_CODE, embedder_settings, vector_code_digest
+    from pipeline.code_deps import REPO_ROOT, project_files
+    from pipeline.evaluation.store import VECTOR_MODULE, embedder_settings, vector_code_digest
 
-    copy = tmp_path / "pipeline"
-    for relative in VECTOR_CODE:
-        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(PACKAGE_ROOT / relative, copy / relative)
-    assert vector_code_digest(copy) == vector_code_digest()
-    encoder = copy / "modeling" / "encoder.py"
+    assert {"pipeline/modeling/encoder.py", "pipeline/modeling/architecture.py"} <= set(project_files(VECTOR_MODULE))
+    for relative in project_files(VECTOR_MODULE):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / relative, tmp_path / relative)
+    assert vector_code_digest(tmp_path) == vector_code_digest()
+    encoder = tmp_path / "pipeline" / "modeling" / "encoder.py"
     encoder.write_text(encoder.read_text().replace("[:, 0]", "[:, 1]"))
-    assert vector_code_digest(copy) != vector_code_digest()
+    assert vector_code_digest(tmp_path) != vector_code_digest()
     assert vector_code_digest() in embedder_settings("cls_before_pooler", 32)
-
-    def imported(relative: str) -> set[str]:
-        tree = ast.parse((PACKAGE_ROOT / relative).read_text())
-        modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-        return {module.removeprefix("pipeline.").replace(".", "/") + ".py" for module in modules
-                if module.startswith(("pipeline.modeling.", "pipeline.evaluation.embedder"))}
-
-    found, todo = set(), ["evaluation/embedder.py"]
-    while todo:
-        relative = todo.pop()
-        if relative not in found:
-            found.add(relative)
-            todo.extend(imported(relative))
-    assert found == set(VECTOR_CODE)

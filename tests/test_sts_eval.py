@@ -15,7 +15,7 @@ from scipy.stats import spearmanr
 from typer.testing import CliRunner
 
 from pipeline.data.readers import ScoredPair, read_sts_subset
-from pipeline.data.sts_tasks import load_sts_benchmark
+from pipeline.data.sts_pairs import load_sts_benchmark
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET, HFEmbedder, pad_batch, token_budget_batches
 from pipeline.evaluation.store import evaluate_models
 from pipeline.evaluation.sts import (

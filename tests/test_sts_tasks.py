@@ -1,4 +1,4 @@
-"""The STS tasks as data (pipeline/data/sts_tasks.py): the lists derived from the declarations are the
+"""The STS tasks as data (pipeline/declarations/sts_tasks.py): the lists derived from the declarations are the
 ones the pipeline wrote out before, and a task declared once is read and scored by the project's evaluator."""
 
 from __future__ import annotations
@@ -11,15 +11,18 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline import checkpoints, settings_rules
+import hashlib
+
+from conftest import MIRROR
+from pipeline import checkpoints
 from pipeline.config import EvalSettings
-from pipeline.data import sts_tasks
+from pipeline.declarations import sts_tasks
 from pipeline.data.readers import read_stsb
-from pipeline.data.sts_tasks import (
+from pipeline.data.sts_pairs import load_sts_benchmark
+from pipeline.declarations.sts_tasks import (
     STS_TASK_REGISTRY,
     SplitFiles,
     StsTaskDeclaration,
-    load_sts_benchmark,
     register_sts_task,
     senteval_year,
 )
@@ -49,10 +52,10 @@ METRIC_OF_COLUMN = {
 
 
 def test_the_derived_lists_are_the_ones_spelled_out_before():
-    assert settings_rules.STS_TASKS == SEVEN
+    assert sts_tasks.PAPERS_TASK_NAMES == SEVEN
     assert EvalSettings().tasks == list(SEVEN)
     assert tuple(STS_TASK_REGISTRY) == SEVEN
-    assert {task.name: task.subsets for task in sts_tasks.SENTEVAL_STS_TASKS if task.pools_subsets} == YEAR_SUBSETS
+    assert {task.name: task.subsets for task in sts_tasks.PAPERS_TASKS if task.pools_subsets} == YEAR_SUBSETS
     assert list(runs.SCORE_COLUMNS.items()) == list(SCORE_COLUMNS.items())
     assert checkpoints.COLUMNS == CHECKPOINT_COLUMNS
     assert list(checkpoints.METRIC_OF_COLUMN.items()) == list(METRIC_OF_COLUMN.items())
@@ -109,20 +112,36 @@ def csv_task(tmp_path) -> Iterator[StsTaskDeclaration]:
     folder.mkdir()
     rows = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{gold}\treference\ts{i}\n" for i, gold in enumerate(GOLDS)]
     (folder / "toy-test.csv").write_text("".join(rows), encoding="utf-8")
-    with registered(StsTaskDeclaration("ToySTS", "Toy", SplitFiles("toy", {"test": "toy-test.csv"}, read_stsb), "test")) as task:
+    with registered(StsTaskDeclaration("ToySTS", "Toy", SplitFiles("toy", {"test": "toy-test.csv"}, "stsb"), "test")) as task:
         yield task
+
+
+def _any_sentence_embedder(batch: list[str]) -> np.ndarray:
+    """A fixed pseudo-random vector per sentence (its digest): any task's sentences, the toy's as `_embedder`."""
+    toy = [sentence for sentence in batch if sentence == "reference" or sentence.removeprefix("s").isdigit()]
+    vectors = {sentence: vector for sentence, vector in zip(toy, _embedder(toy))} if toy else {}
+    def vector(sentence: str) -> np.ndarray:
+        if sentence in vectors:
+            return np.array([*vectors[sentence], 0.0, 0.0])
+        return np.frombuffer(hashlib.sha256(sentence.encode()).digest()[:16], dtype=np.uint32).astype(float) / 2**32 - 0.5
+    return np.stack([vector(sentence) for sentence in batch])
 
 
 def test_a_declared_task_is_read_and_scored_by_the_evaluator(tmp_path, csv_task):
     assert load_sts_benchmark(tmp_path, "ToySTS") == {"test": read_stsb(tmp_path / "toy" / "toy-test.csv")}
+    papers = load_tasks(MIRROR / "senteval", sts_tasks.PAPERS_TASK_NAMES, max_pairs=100, seed=0)
     tasks = load_tasks(tmp_path, ["ToySTS"])
-    results = evaluate_embedder(_embedder, tasks)
+    alone = evaluate_embedder(_any_sentence_embedder, papers)
+    results = evaluate_embedder(_any_sentence_embedder, [*papers, *tasks])
 
     expected = spearmanr(COSINES, GOLDS).statistic * 100
     assert math.isfinite(results["ToySTS"]["test"]) and results["ToySTS"]["test"] == pytest.approx(expected)
-    assert results["avg"] == round(expected, 2)
-    assert format_table(results).splitlines()[0].split() == ["Toy", "|", "Avg."]
-    assert headline_scores(results) == {"avg": results["avg"]}  # not one of the papers' seven: no headline metric
+    assert results["avg"] == alone["avg"]  # the 7-STS average is the papers' seven, whatever else is scored
+    assert format_table(results).splitlines()[0].split()[-3:] == ["Toy", "|", "Avg."]  # a column of its own
+    assert headline_scores(results) == headline_scores(alone)  # not one of the papers' seven: no headline metric
+    assert EvalSettings(tasks=["STS12", "ToySTS"]).tasks == ["STS12", "ToySTS"]
+    with pytest.raises(ValueError, match="none of the papers' tasks"):
+        EvalSettings(tasks=["ToySTS"])
     with pytest.raises(PipelineError, match=r"^ToySTS has only a test split, not 'dev'$"):
         load_sts_benchmark(tmp_path, "ToySTS", "dev")
 
@@ -138,16 +157,18 @@ def test_a_declared_year_pools_its_subsets(tmp_path):
         (folder / f"STS.input.{subset}.txt").write_text("".join(f"reference\ts{i}\n" for i in positions))
         (folder / f"STS.gs.{subset}.txt").write_text("".join(f"{GOLDS[i]}\n" for i in positions))
     with registered(senteval_year("STSToy", ("first", "second"))):
-        results = evaluate_embedder(_embedder, load_tasks(tmp_path, ["STSToy"]))
+        stsb = load_tasks(MIRROR / "senteval", ["STSBenchmark"], max_pairs=100, seed=0)
+        results = evaluate_embedder(_any_sentence_embedder, [*stsb, *load_tasks(tmp_path, ["STSToy"])])
         header = format_table(results).splitlines()[0].split()
 
     assert set(results["STSToy"]) == {"all", "mean", "subsets"} and list(results["STSToy"]["subsets"]) == ["first", "second"]
     assert results["STSToy"]["all"] == pytest.approx(spearmanr(COSINES, GOLDS).statistic * 100)
-    assert header == ["STSToy", "|", "Avg."]
+    assert header == ["STS-B", "|", "STSToy", "|", "Avg."]
+    assert results["avg"] == round(results["STSBenchmark"]["test"], 2)
 
 
 def test_the_registry_is_restored_and_refuses_a_second_or_impossible_declaration(tmp_path):
-    toy = StsTaskDeclaration("ToySTS", "Toy", SplitFiles("toy", {"test": "toy-test.csv"}, read_stsb), "test")
+    toy = StsTaskDeclaration("ToySTS", "Toy", SplitFiles("toy", {"test": "toy-test.csv"}, "stsb"), "test")
     with registered(toy):
         assert sts_tasks.sts_task("ToySTS") is toy
         with pytest.raises(ValueError, match="'ToySTS' is already declared"):

@@ -27,7 +27,7 @@ import yaml
 
 from pipeline import paths
 from pipeline.io import dotted_leaves
-from pipeline.data.sts_tasks import STS_BENCHMARK
+from pipeline.declarations.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
 from pipeline.reporting.noise import EDGE_FRACTION, INCONCLUSIVE as INCONCLUSIVE_VERDICT
 from pipeline.git import git, git_text_or_none

@@ -56,7 +56,8 @@ def tower_label(tower: str, models: dict[str, WeightedTowers]) -> str:
 def _sts_pairs(evaluation: EvalSettings, analysis: AnalysisSettings) -> tuple[list, list]:
     """(the STS-B test pairs capped by eval.max_pairs (the evaluator's sample, drawn with eval.seed), the pairs of
     alignment and uniformity)."""
-    from pipeline.data.sts_tasks import STS_BENCHMARK, load_sts_benchmark
+    from pipeline.data.sts_pairs import load_sts_benchmark
+    from pipeline.declarations.sts_tasks import STS_BENCHMARK
     from pipeline.evaluation.sts import load_tasks
 
     (stsb,) = load_tasks(paths.SENTEVAL, [STS_BENCHMARK.name], evaluation.max_pairs, seed=evaluation.seed)

@@ -1,5 +1,5 @@
 """Readers for the corpus and the STS benchmarks' files, in the formats of the data mirror (which
-files a task reads, and where: `pipeline.data.sts_tasks`).
+files a task reads, and where: `pipeline.declarations.sts_tasks`).
 
 Every reader validates as it reads: a malformed line raises `MalformedDataError` with
 `file:line: what is wrong`, so a broken download is reported where it is broken instead of

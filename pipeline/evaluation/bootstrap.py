@@ -15,7 +15,7 @@ of each task's test pairs, drawn with replacement and seeded with the run's `see
 - STS12–16 are resampled WITHIN EACH SUBSET (stratified: every subset keeps its size) and the score
   the table shows is recomputed, the "all" Spearman over the resampled subsets concatenated
   (SentEval's "all"); STS-B and SICK-R over their test pairs;
-- "avg" per resample is the plain mean of that resample's task scores, NOT rounded to two decimals
+- "avg" per resample is the plain mean of that resample's scores of the papers' seven tasks, NOT rounded to two decimals
   as `score_tasks` rounds the headline avg (SimCSE's printed digits; rounding each resample would
   only add a ±0.005 step to the distribution);
 - the indices are a function of the seed and of each task's name and subset sizes only
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.declarations.sts_tasks import AVERAGE, averaged
 from pipeline.evaluation.intervals import percentile_interval
 from pipeline.evaluation.sts import EmbeddingTable, StsTask, score_tasks, task_rng, task_similarities
 
@@ -143,7 +144,9 @@ def bootstrap_scores(table: EmbeddingTable, tasks: Sequence[StsTask], resamples:
         if positions.shape[1] != predicted.size:
             raise ValueError(f"{task.name}: resamples drawn for {positions.shape[1]} pairs, the task has {predicted.size}")
         scores[task.name] = resampled_spearman(predicted, gold, positions)
-    scores["avg"] = np.mean([scores[task.name] for task in tasks], axis=0)
+    papers = averaged(scores)
+    if papers:  # the headline average's: over the papers' seven among the tasks (`score_tasks`)
+        scores[AVERAGE] = np.mean([scores[name] for name in papers], axis=0)
     return BootstrapScores(resamples, scores)
 
 

@@ -7,7 +7,7 @@ runs an encoder of its own.
 
 Key: (the tower's content — its weights, config and tokenizer files, hashed; or a hub id —, what else
 shapes the vectors: the pooler, the max length, and a digest of the code that computes them and of the
-torch / transformers / tokenizers versions (`VECTOR_CODE`), the sentence). An edit of the encoder so
+torch / transformers / tokenizers versions (`vector_code_digest`), the sentence). An edit of the encoder so
 misses the store instead of reading the old vectors under the new code. Layout under the root
 (data/cache/embeddings/):
 
@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.code_deps import REPO_ROOT, project_files
 from pipeline.data.sources import CONFIG_FILE, TOKENIZER_FILES
 from pipeline.evaluation.sts import (
     BatchEmbedder, Embedder, EmbeddingTable, StsTask, combine_tables, embed_sentences, score_tasks, task_sentences,
@@ -281,20 +282,19 @@ def evaluate_models(
     return {name: score_tasks(table, tasks) for name, table in model_tables(models, tasks, store).items()}
 
 
-# The code that turns a tower's weights into vectors (HFEmbedder and what it imports of pipeline/): an edit of
-# it must miss the store, not read the old vectors under the new code (tests/test_store.py keeps this list equal
-# to embedder.py's imports). The libraries' versions likewise.
-VECTOR_CODE = ("evaluation/embedder.py", "modeling/encoder.py", "modeling/architecture.py", "modeling/layernorm.py")
+# The code that turns a tower's weights into vectors: HFEmbedder's module and every project file it runs
+# (`pipeline.code_deps`). An edit of it must miss the store, not read the old vectors under the new code.
+# The libraries' versions likewise.
+VECTOR_MODULE = "pipeline/evaluation/embedder.py"
 VECTOR_LIBRARIES = ("torch", "transformers", "tokenizers")
-PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
-def vector_code_digest(root: Path = PACKAGE_ROOT) -> str:
-    """A digest of `VECTOR_CODE`'s bytes and `VECTOR_LIBRARIES`' versions."""
+def vector_code_digest(root: Path = REPO_ROOT) -> str:
+    """A digest of the bytes of the files `VECTOR_MODULE` runs and of `VECTOR_LIBRARIES`' versions."""
     from importlib import metadata
 
     digest = hashlib.sha256()
-    for relative in VECTOR_CODE:
+    for relative in project_files(VECTOR_MODULE, root):
         digest.update(f"{relative}\n".encode() + (root / relative).read_bytes())
     for package in VECTOR_LIBRARIES:
         digest.update(f"{package} {metadata.version(package)}\n".encode())

@@ -3,8 +3,10 @@
 - STS12–16: Spearman × 100 of cosine similarity over all subsets' pairs concatenated ("all", the
   reported score); each subset's Spearman and their mean are recorded too.
 - STS-B and SICK-R: Spearman × 100 of cosine similarity on the test split (no regressor).
-- `avg` ("7 Avg."): the mean of the reported scores each rounded to two decimals, exactly as
-  SimCSE's evaluation script averages the numbers it prints.
+- `avg` ("7 Avg."): the mean of the papers' seven tasks' reported scores each rounded to two decimals,
+  exactly as SimCSE's evaluation script averages the numbers it prints. A task declared beyond the
+  seven is scored in a column of its own and left out of the average, so adding one never moves the
+  number compared with the papers; with only some of the seven in `eval.tasks`, it is their mean.
 - `eval.max_pairs` (tiny scale) scores a seeded uniform sample of each task's pairs across all its
   subsets (`sample_pairs`), not its first pairs (those would be STS12's MSRpar alone).
 - `eval.bootstrap`: each reported score's 95 % interval (pipeline.evaluation.bootstrap).
@@ -36,9 +38,9 @@ import torch
 from scipy.stats import spearmanr
 from tqdm.auto import tqdm
 
-from pipeline.config import STS_TASKS
 from pipeline.data.readers import ScoredPair
-from pipeline.data.sts_tasks import POOLED, load_sts_benchmark, pools_subsets, short_name
+from pipeline.data.sts_pairs import load_sts_benchmark
+from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASK_NAMES, POOLED, averaged, pools_subsets, short_name
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -89,7 +91,7 @@ def as_embedder(embedder: Embedder | BatchEmbedder, batch_size: int = 64) -> Emb
 @dataclass(frozen=True)
 class StsTask:
     """One benchmark's pairs as read: {subset: pairs}; STS-B and SICK-R have one subset named after the
-    split (what each task holds is declared in `pipeline.data.sts_tasks`)."""
+    split (what each task holds is declared in `pipeline.declarations.sts_tasks`)."""
 
     name: str
     subsets: dict[str, list[ScoredPair]]
@@ -218,8 +220,8 @@ def headline_scores(results: Mapping[str, object]) -> dict[str, float]:
     """What `dvc metrics show` prints for a model (reports/metrics/<model>.json): each task's
     reported score (`reported_score`) under the task's name, then "avg". Everything else of
     `results` (subsets, "mean", MTEB, settings) lives in the details file beside it."""
-    tasks = [name for name in results if name in STS_TASKS]
-    return {name: reported_score(results[name]) for name in tasks} | {"avg": float(results["avg"])}
+    tasks = [name for name in results if name in PAPERS_TASK_NAMES]
+    return {name: reported_score(results[name]) for name in tasks} | {AVERAGE: float(results[AVERAGE])}
 
 
 def task_similarities(table: EmbeddingTable, task: StsTask) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -232,7 +234,7 @@ def task_similarities(table: EmbeddingTable, task: StsTask) -> tuple[dict[str, n
 
 
 def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:
-    """Spearman × 100 per task (see the module doc for the layout) plus `avg` over the tasks."""
+    """Spearman × 100 per task (see the module doc for the layout) plus `avg` over the papers' tasks among them."""
     results: dict = {}
     for task in tasks:
         similarities, golds = task_similarities(table, task)
@@ -245,8 +247,10 @@ def score_tasks(table: EmbeddingTable, tasks: Sequence[StsTask]) -> dict:
             }
         else:
             results[task.name] = per_subset
-    # SimCSE averages the scores it prints (two decimals); doing the same reproduces its "Avg." digit for digit.
-    results["avg"] = float(np.mean([round(reported_score(results[task.name]), 2) for task in tasks]))
+    papers = averaged(results)
+    if papers:  # none only where a caller scores other tasks alone (eval.tasks always holds one of the seven)
+        # SimCSE averages the scores it prints (two decimals); doing the same reproduces its "Avg." digit for digit.
+        results[AVERAGE] = float(np.mean([round(reported_score(results[name]), 2) for name in papers]))
     return results
 
 
@@ -258,9 +262,9 @@ def evaluate_embedder(embedder: Embedder | BatchEmbedder, tasks: Sequence[StsTas
 
 def format_table(results: Mapping[str, object]) -> str:
     """A two-line table of the reported scores, in the order of `results`, e.g. `STS12 | … | Avg.`."""
-    names = [name for name in results if name != "avg"] + ["avg"]
+    names = [name for name in results if name != AVERAGE] + ([AVERAGE] if AVERAGE in results else [])
     headers = [short_name(name) for name in names]
-    values = [f"{results['avg'] if name == 'avg' else reported_score(results[name]):.2f}" for name in names]
+    values = [f"{results[AVERAGE] if name == AVERAGE else reported_score(results[name]):.2f}" for name in names]
     widths = [max(len(header), len(value)) for header, value in zip(headers, values)]
     return "\n".join(
         " | ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in (headers, values)

@@ -18,7 +18,7 @@ Twin (joint stage)::
     twin = TwinEncoder.from_pretrained(path_I, path_II, cael=0, dropout=0.00025, cross_mode="stream")
     out = twin(input_ids, attention_mask)          # N sentences -> TwinOutput, views at rows 2k, 2k+1
     out = out.gather()                             # under DDP: global in-batch negatives
-    loss = losses.twin_objective(out, losses=None, generator=g).total   # None: every term of LOSS_TERM_TABLE
+    loss = losses.twin_objective(out, losses=None, generator=g).total   # None: every declared term (pipeline.declarations.loss_terms)
     embedding = twin.encode(input_ids, attention_mask)     # h_I^L + h_II^L for inference
 
 The public names are `__all__` below, each documented where it is defined (tests/test_modeling.py

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import difflib
 
-from pipeline.data.sts_tasks import AVERAGE, SENTEVAL_STS_TASKS
-from pipeline.settings_rules import NORM_INPUTS
+from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASKS
+from pipeline.declarations.loss_terms import NORM_INPUTS
 
 
 # The numbers of reports/analysis/<model>.json a column may name (pipeline/analysis/per_model.py writes
@@ -39,7 +39,7 @@ def sts_columns() -> list[str]:
     """Every number of a details file a column may name: each task's reported score, STS12–16's
     "mean" and subsets (SentEval's fixed lists), and "avg"."""
     columns = []
-    for task in SENTEVAL_STS_TASKS:
+    for task in PAPERS_TASKS:
         columns.append(task.score_column)
         if task.pools_subsets:
             columns += [f"{task.name}.mean", *(f"{task.name}.subsets.{subset}" for subset in task.subsets)]

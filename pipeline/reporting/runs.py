@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import setting_default
-from pipeline.data.sts_tasks import AVERAGE, SENTEVAL_STS_TASKS
+from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASKS
 from pipeline.errors import PipelineError
 from pipeline.git import git
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
@@ -42,7 +42,7 @@ _PLACEHOLDER = re.compile(r"\{(?P<path>[\w.-]+)(?:\s*\*\s*(?P<factor>[0-9.]+))?\
 _ABSENT = object()
 # The column of each STS task's reported score (`sts.reported_score`) → the task its bootstrap interval and
 # resamples are keyed by (pipeline/evaluation/bootstrap.py).
-SCORE_COLUMNS = {task.score_column: task.name for task in SENTEVAL_STS_TASKS} | {AVERAGE: AVERAGE}
+SCORE_COLUMNS = {task.score_column: task.name for task in PAPERS_TASKS} | {AVERAGE: AVERAGE}
 ReadFiles = Callable[[str], dict[str, Any]]
 
 

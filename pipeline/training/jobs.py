@@ -29,7 +29,7 @@ from pipeline import paths
 from pipeline.config import BaselineSettings, OptimSettings, Params, PretrainSettings, StudentSettings, TrainSettings
 from pipeline.data.download import sick_sentences, wiki_part
 from pipeline.data.readers import read_corpus
-from pipeline.data.sts_tasks import STS_BENCHMARK
+from pipeline.declarations.sts_tasks import STS_BENCHMARK
 from pipeline.execution.environment import environment_record, training_compute, training_data, write_provenance
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score

@@ -156,7 +156,7 @@ class TwinTask(TrainingTask):
     @property
     def leaves_parameters_unused(self) -> bool:
         # without the norm term on the pooler output the pooler layers get no gradient, which DDP must be told
-        return not losses.reads_pooler(self.settings.losses, self.settings.norm_input)
+        return not losses.reads_pooler(self.settings.losses, self.settings.term_settings)
 
     def with_ictn(self, ictn: losses.IctnKernel) -> TwinTask:
         """This task, on the same model, with another ICTN kernel."""
@@ -174,9 +174,8 @@ class TwinTask(TrainingTask):
     def objective(self, model: nn.Module, batch: Batch, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = model(batch[0]["input_ids"], batch[0]["attention_mask"]).gather()
         objective = losses.twin_objective(
-            out, losses=self.settings.losses, temperature=self.settings.temperature, norm_factor=self.settings.norm_factor,
-            gaussian=self.gaussian, norm_input=self.settings.norm_input, ictn_kernel=self.ictn,
-            direction=inputs.get("direction"),
+            out, self.settings.losses, temperature=self.settings.temperature, gaussian=self.gaussian,
+            ictn_kernel=self.ictn, direction=inputs.get("direction"), **self.settings.term_settings,
         )
         return {"loss": objective.total, **objective.terms}
 

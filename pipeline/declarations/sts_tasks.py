@@ -1,29 +1,28 @@
-"""The STS tasks as data: one declaration per task, registered once, and every list of tasks derived from them.
+"""The STS tasks as data: one declaration per task, registered once, every list of tasks derived from them.
 
 A declaration (`StsTaskDeclaration`) says all the pipeline knows of a task: its name (its key in
 eval.tasks and in every results file), its table header, where its files lie under the SentEval
-root and how they are read (`SubsetFiles`: a SemEval year's fixed subsets; `SplitFiles`: one file per
-split, STS-B's csv or SICK's txt), its splits and subsets, and the score a paper's table reports
-("all" over the subsets pooled, or the test split's). The evaluator (`pipeline.evaluation.sts`), the
-checkpoints table, the report's columns and its file checks read these declarations instead of
-restating the seven names.
+root (`SubsetFiles`: a SemEval year's fixed subsets; `SplitFiles`: one file per split, read by a
+named reader of `pipeline.data.sts_pairs`), its splits and subsets, and the score a paper's table
+reports ("all" over the subsets pooled, or the test split's). The evaluator, the checkpoints table,
+the report's columns and its file checks read these declarations instead of restating the names.
 
-`SENTEVAL_STS_TASKS` are the papers' seven, in their tables' order; `register_sts_task` adds
-another (a test's), which `load_sts_benchmark` and the evaluator then read and score like the seven.
+`PAPERS_TASKS` are the papers' seven, in their tables' order: the headline average ("7-STS avg.") is
+over them whatever else `eval.tasks` holds. `register_sts_task` adds another (a test's), which the
+evaluator then reads and scores like the seven, in a column of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from pipeline.data.readers import ScoredPair, missing_data_error, read_sick, read_sts_subset, read_stsb
 from pipeline.errors import PipelineError
 
 POOLED = "all"  # a task's score over all its subsets' pairs concatenated (SentEval's "all")
-# The mean of the tasks' reported scores: its key in every results file and its table header.
+# The mean of the papers' seven tasks' reported scores: its key in every results file and its table header.
 AVERAGE, AVERAGE_SHORT_NAME = "avg", "Avg."
 
 
@@ -38,23 +37,15 @@ class SubsetFiles:
     subsets: tuple[str, ...]
     splits: ClassVar[tuple[str, ...]] = ("test",)
 
-    def read(self, senteval_root: Path, split: str) -> dict[str, list[ScoredPair]]:
-        folder = senteval_root / self.folder
-        if not folder.is_dir():
-            raise missing_data_error(folder)
-        return {
-            subset: read_sts_subset(folder / f"STS.input.{subset}.txt", folder / f"STS.gs.{subset}.txt")
-            for subset in self.subsets
-        }
-
 
 @dataclass(frozen=True)
 class SplitFiles:
-    """One file per split, its pairs read by `read_pairs`: the task has one subset, named after the split."""
+    """One file per split, its pairs read by the reader named `reader` (`pipeline.data.sts_pairs.PAIR_READERS`):
+    the task has one subset, named after the split."""
 
     folder: str  # under the SentEval root
     files: Mapping[str, str]  # split → file name, in the order the splits are listed
-    read_pairs: Callable[[Path], list[ScoredPair]]
+    reader: str  # the name of the function that reads one file's pairs
     subsets: ClassVar[tuple[str, ...]] = ()
 
     @property
@@ -63,9 +54,6 @@ class SplitFiles:
 
     def path(self, senteval_root: Path | str, split: str) -> Path:
         return Path(senteval_root) / self.folder / self.files[split]
-
-    def read(self, senteval_root: Path, split: str) -> dict[str, list[ScoredPair]]:
-        return {split: self.read_pairs(self.path(senteval_root, split))}
 
 
 @dataclass(frozen=True)
@@ -121,16 +109,17 @@ def senteval_year(name: str, subsets: tuple[str, ...]) -> StsTaskDeclaration:
 
 STS_BENCHMARK = StsTaskDeclaration(
     "STSBenchmark", "STS-B",
-    SplitFiles("STS/STSBenchmark", {split: f"sts-{split}.csv" for split in ("train", "dev", "test")}, read_stsb),
+    SplitFiles("STS/STSBenchmark", {split: f"sts-{split}.csv" for split in ("train", "dev", "test")}, "stsb"),
     "test",
 )
 SICK_RELATEDNESS = StsTaskDeclaration(
     "SICKRelatedness", "SICK-R",
-    SplitFiles("SICK", {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}, read_sick),
+    SplitFiles("SICK", {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}, "sick"),
     "test",
 )
-# The papers' seven (SentEval's STS tasks), in their tables' order: the allowed values of eval.tasks.
-SENTEVAL_STS_TASKS = tuple(register_sts_task(task) for task in (
+# The papers' seven (SentEval's STS tasks), in their tables' order: the default of eval.tasks and the
+# tasks the headline average is over.
+PAPERS_TASKS = tuple(register_sts_task(task) for task in (
     senteval_year("STS12", ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
     senteval_year("STS13", ("FNWN", "headlines", "OnWN")),  # SMT is licensed and not distributed
     senteval_year("STS14", ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
@@ -139,6 +128,12 @@ SENTEVAL_STS_TASKS = tuple(register_sts_task(task) for task in (
     STS_BENCHMARK,
     SICK_RELATEDNESS,
 ))
+PAPERS_TASK_NAMES = tuple(task.name for task in PAPERS_TASKS)
+
+
+def averaged(names) -> list[str]:
+    """The tasks among `names` the headline average is over: the papers' seven, whatever else is scored."""
+    return [name for name in names if name in PAPERS_TASK_NAMES]
 
 
 def sts_task(name: str) -> StsTaskDeclaration:
@@ -158,17 +153,3 @@ def short_name(name: str) -> str:
     if name == AVERAGE:
         return AVERAGE_SHORT_NAME
     return STS_TASK_REGISTRY[name].short_name if name in STS_TASK_REGISTRY else name
-
-
-def load_sts_benchmark(senteval_root: Path | str, task: str, split: str = "test") -> dict[str, list[ScoredPair]]:
-    """A declared STS task as {subset name: pairs}, from a folder laid out like SentEval's data.
-
-    STS12–16 have only a test split and SentEval's fixed subsets (a missing file is an error naming
-    it); STS-B and SICK-R have one subset named after the split (`dev` of SICK is `SICK_trial.txt`).
-    """
-    declaration = sts_task(task)
-    if split not in declaration.splits:
-        if len(declaration.splits) == 1:
-            raise PipelineError(f"{task} has only a {declaration.splits[0]} split, not {split!r}")
-        raise PipelineError(f"{task} has no split {split!r}; allowed: {', '.join(declaration.splits)}")
-    return declaration.files.read(Path(senteval_root), split)

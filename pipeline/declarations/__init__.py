@@ -1,0 +1,9 @@
+"""The names the settings are checked against, apart from the code behind them.
+
+Each concept that varies is declared here once, as data: the STS tasks (`sts_tasks`) and the twin
+objective's loss terms with their own settings (`loss_terms`). This layer imports no torch and no
+`pipeline.data`, so the settings (`pipeline.config`, `pipeline.settings_rules`) validate against it
+without loading a model or a reader, and a change to a loss term's code does not rerun `download`.
+The implementations find their declaration here by name (`pipeline.data.sts_pairs` reads a declared
+task's pairs; `pipeline.losses` computes a declared term).
+"""
