@@ -200,3 +200,22 @@ def test_an_edit_of_the_code_that_makes_the_vectors_misses_the_store(tmp_path):
     encoder.write_text(encoder.read_text().replace("[:, 0]", "[:, 1]"))
     assert vector_code_digest(tmp_path) != vector_code_digest()
     assert vector_code_digest() in embedder_settings("cls_before_pooler", 32)
+
+
+def test_a_sentence_is_read_from_the_first_written_shard_whatever_is_added_later(tmp_path):
+    """Two passes may both encode a sentence (two processes at once), each with its batch's last bits: the
+    first-written shard's vector is the one read, before and after the later shard appears and whatever the
+    shards' names, so a forced rerun reads what the first run read (issue 56: STS12 moved in its 3rd decimal)."""
+    first = _store(tmp_path)
+    sentence = SENTENCES[0]
+    before = first.tower_rows("test/tower", [sentence, SENTENCES[1]])[:1].copy()
+    folder = next(tmp_path.glob("*/"))
+    (first_shard,) = folder.glob("*.npz")
+    # a later pass that encoded the same sentence in another batch: other last bits, a name sorting first
+    partner = next(s for s in SENTENCES[2:] if store_module.shard_name([sentence, s]) < first_shard.name)
+    later = np.stack([vector_of(sentence) + 1e-3, vector_of(partner)])
+    store_module._write_shard(folder / store_module.shard_name([sentence, partner]), [sentence, partner], later)
+    for reader in (first, _store(tmp_path)):  # the process that wrote the first shard, and a fresh one (a rerun)
+        np.testing.assert_array_equal(reader.tower_rows("test/tower", [sentence]), before)
+    # the set that later pass encoded whole is read from it, as it was encoded
+    np.testing.assert_array_equal(_store(tmp_path).tower_rows("test/tower", [sentence, partner]), later)

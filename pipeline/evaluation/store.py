@@ -21,7 +21,9 @@ file twice, either whole). A corrupt shard is named, discarded and its sentences
 shard that vanishes under a reader (pruned by another process) is encoded again too.
 
 Last bits: a batch's shape decides how the BLAS kernels round, so a sentence's vector carries the
-last bits of the pass that first encoded it. A set of sentences that one pass encoded whole is read
+last bits of the pass that first encoded it: each shard records when it was written, and a sentence is
+read from the first-written shard holding it, so shards added later (another stage, a concurrent
+process) never change it and a forced rerun is byte-identical. A set of sentences that one pass encoded whole is read
 from that pass's shard (the STS tasks of every model, an MTEB task of an ensemble after its towers'),
 so those repeat bit for bit; a fresh clone's `dvc repro` runs the stages in one order and repeats too.
 
@@ -36,6 +38,7 @@ import functools
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,22 +90,27 @@ def shard_name(sentences: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(sorted(sentences)).encode()).hexdigest()[:24] + ".npz"
 
 
-def _write_shard(path: Path, sentences: Sequence[str], vectors: np.ndarray) -> None:
+def _write_shard(path: Path, sentences: Sequence[str], vectors: np.ndarray, written: int | None = None) -> None:
+    """A shard file: its sentences, their vectors and when it was written (ns; what decides which shard
+    a sentence is read from, `_Tower`)."""
     encoded = [sentence.encode() for sentence in sentences]
     text = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     ends = np.cumsum([len(item) for item in encoded], dtype=np.int64)
+    stamp = np.int64(time.time_ns() if written is None else written)
     with atomic_path(path) as temporary:
         with temporary.open("wb") as handle:  # np.savez on a path would append ".npz"
-            np.savez(handle, text=text, ends=ends, vectors=np.asarray(vectors, dtype=np.float32))
+            np.savez(handle, text=text, ends=ends, vectors=np.asarray(vectors, dtype=np.float32), written=stamp)
 
 
-def _read_sentences(path: Path) -> list[str]:
+def _read_sentences(path: Path) -> tuple[list[str], int]:
+    """A shard's sentences and when it was written (0 for a shard written before shards said so)."""
     with np.load(path, allow_pickle=False) as stored:
         text, ends = stored["text"].tobytes(), stored["ends"]
+        written = int(stored["written"]) if "written" in stored.files else 0
     starts = np.concatenate([[0], ends[:-1]]) if len(ends) else ends
     if len(ends) and (ends[-1] != len(text) or (np.diff(ends) < 0).any()):
         raise CorruptEntry(f"sentence offsets end at {ends[-1]} for {len(text)} bytes of text")
-    return [text[start:end].decode() for start, end in zip(starts.tolist(), ends.tolist())]
+    return [text[start:end].decode() for start, end in zip(starts.tolist(), ends.tolist())], written
 
 
 def _read_vectors(path: Path, rows: int) -> np.ndarray:
@@ -127,23 +135,31 @@ class StoreCounts:
 
 @dataclass
 class _Tower:
-    """One tower's shards: {shard name: its sentences}, the sentence → shard index, vectors in memory."""
+    """One tower's shards: {shard name: its sentences}, the sentence → shard index, vectors in memory.
+
+    A sentence is read from the first-written shard that holds it (two processes may both encode it):
+    shards added later, by any stage in any order, never change the vector a sentence is read as, so a
+    forced rerun reads the bits the first run read."""
 
     folder: Path | None
     sentences: dict[str, list[str]] = field(default_factory=dict)
+    written: dict[str, tuple[int, str]] = field(default_factory=dict)  # shard → (when written, its name): the order
     index: dict[str, str] = field(default_factory=dict)
     vectors: dict[str, np.ndarray] = field(default_factory=dict)  # shards this process wrote or read
 
-    def add(self, name: str, sentences: list[str]) -> None:
-        self.sentences[name] = sentences
+    def add(self, name: str, sentences: list[str], written: int) -> None:
+        self.sentences[name], self.written[name] = sentences, (written, name)
         for sentence in sentences:
-            self.index.setdefault(sentence, name)
+            owner = self.index.get(sentence)
+            if owner is None or self.written[name] < self.written[owner]:
+                self.index[sentence] = name
 
     def forget(self, name: str) -> None:
         self.sentences.pop(name, None)
         self.vectors.pop(name, None)
-        self.index = {sentence: shard for sentence, shard in self.index.items() if shard != name}
-        for other, sentences in self.sentences.items():
+        self.written.pop(name, None)
+        self.index = {}
+        for other, sentences in sorted(self.sentences.items(), key=lambda item: self.written[item[0]]):
             for sentence in sentences:
                 self.index.setdefault(sentence, other)
 
@@ -174,9 +190,9 @@ class EmbeddingStore:
         if state.folder is not None and state.folder.is_dir():  # shards another process added meanwhile
             for path in sorted(state.folder.glob("*.npz")):
                 if path.name not in state.sentences and not is_temporary(path):
-                    sentences = read_cache_entry(path, _read_sentences, "embedding store shard")
-                    if sentences is not None:
-                        state.add(path.name, sentences)
+                    entry = read_cache_entry(path, _read_sentences, "embedding store shard")
+                    if entry is not None:
+                        state.add(path.name, *entry)
         return state
 
     def _encode(self, tower: str, state: _Tower, missing: list[str]) -> None:
@@ -186,13 +202,13 @@ class EmbeddingStore:
                                 description="/".join(Path(tower).parts[-2:]))
         ordered = list(table.index)
         vectors = table.vectors.astype(np.float32)
-        name = shard_name(ordered)
+        name, written = shard_name(ordered), time.time_ns()
         self.counts.passes += 1
         self.counts.encoded += len(ordered)
         if state.folder is not None:
-            _write_shard(state.folder / name, ordered, vectors)
+            _write_shard(state.folder / name, ordered, vectors, written)
             self._describe(tower, state.folder)
-        state.add(name, ordered)
+        state.add(name, ordered, written)
         state.vectors[name] = vectors
         if self.root is not None:
             prune(self.root, self.max_bytes, keep=self._used_paths())
