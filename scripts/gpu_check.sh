@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA path proven and the papers' cost measured, in one prepared run (issue 41; scripts/gpu_check.py
+# The CUDA path proven and the papers' cost measured, in one prepared run (issue 41; tools/gpu_check/
 # says what it writes). At most 8 minutes on one GPU; the CPU mode (--device cpu) takes a few minutes on 2 cores.
 #   here:            bash ../shared/gpu/prepare.sh                 # builds .gpu/ (wheels, MiniLM, the data mirror)
 #   on the GPU:      . .gpu/setup.sh && bash scripts/gpu_check.sh --output $OUT/bench-gpu.json
@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
 if [ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ]; then py=.venv/bin/python; fi
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false TQDM_DISABLE=1 PYTHONUNBUFFERED=1
-exec "$py" scripts/gpu_check.py "$@"
+exec "$py" -m tools.gpu_check "$@"

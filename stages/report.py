@@ -70,7 +70,7 @@ def command(
 def _render_everything(params: Path, claims_file: Path, workspace_params: dict, tables, source) -> None:
     """The tables, the figures, the claims' verdicts (REPRODUCTION.md, claims.json) and the summary line."""
     from pipeline import paths
-    from pipeline.reporting.claims import evaluate_claims, load_claims
+    from pipeline.verdicts.claims_file import evaluate_claims, load_claims
     from pipeline.reporting.decidability import annotate, claim_details, gpu_hours_per_seed
     from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.inconsistencies import inconsistencies

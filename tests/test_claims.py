@@ -1,4 +1,4 @@
-"""The papers' claims (claims.yaml, pipeline/reporting/claims.py): the verdict rules, claims against
+"""The papers' claims (claims.yaml, pipeline/verdicts/): the verdict rules, claims against
 planted runs, "not run" with its command, spec errors, and REPRODUCTION.md / claims.json.
 
 The runs are built in memory or under tmp_path in the documented formats of
@@ -17,9 +17,10 @@ import typer
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.reporting.claims import (
+from pipeline.verdicts.claims_file import evaluate_claims, parse_claims, verdict_counts
+from pipeline.verdicts.verdict_names import (
     CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, OTHER_BACKBONE, OTHER_SCALE, REPRODUCED, VERDICTS,
-    CONSISTENT, DECIDED, evaluate_claims, parse_claims, verdict_counts, verdict_key,
+    CONSISTENT, DECIDED, verdict_key,
 )
 from pipeline.models import MODEL_NAMES
 from pipeline.reporting.report import write_reproduction
@@ -97,7 +98,7 @@ def paper_params(tiny_params_dict) -> dict:
     return tiny_params_dict | {"scale": "paper", "backbone": tiny_params_dict["backbone"] | {"name": "bert"}}
 
 
-# The verdict rules themselves (pair + seed noise) are pipeline/reporting/noise.py's, calibrated by
+# The verdict rules themselves (pair + seed noise) are pipeline/verdicts/ (estimates.py, rules.py), calibrated by
 # simulation in tests/test_noise.py; these tests check the claims that use them.
 
 
@@ -559,7 +560,7 @@ def test_the_environment_facts_every_record_shares_are_printed_once(tmp_path, ti
 def test_a_gap_below_its_band_cannot_hold_whatever_else_is_missing(tiny_params_dict, paper_params):
     """tncse-mteb-classification: the paper's own gap (58.38 − 58.15 = 0.23) is below its band 0.5, so not even an
     exact reproduction holds; that is said first, before the suite's missing task list (which more work could fix)."""
-    from pipeline.reporting.claims import CANNOT_HOLD
+    from pipeline.verdicts.verdict_names import CANNOT_HOLD
 
     raw = yaml.safe_load((REPO_ROOT / "claims.yaml").read_text())
     (claim,) = [entry for entry in raw["claims"] if entry["id"] == "tncse-mteb-classification"]

@@ -6,12 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.reporting.claims import CONSISTENT, INCONCLUSIVE, Comparison, Verdict, parse_claims
+from pipeline.verdicts.claim import Comparison, Verdict
+from pipeline.verdicts.claims_file import parse_claims
+from pipeline.verdicts.verdict_names import CONSISTENT, INCONCLUSIVE
 from pipeline.reporting.decidability import (
     claim_details, claim_record, forest_rows, gpu_hours_per_seed, paper_gap, would_take,
 )
 from pipeline.reporting.figures import claims_forest_figure
-from pipeline.reporting.noise import PAPER_SCALE_PRIOR, SeedNoise, compare_arms
+from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, SeedNoise, compare_arms
 
 from conftest import REPO_ROOT, committed_text
 from test_claims import TABLES, claims_file, order_claim, value_claim

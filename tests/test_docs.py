@@ -260,6 +260,7 @@ def test_a_made_up_command_or_flag_is_caught(command):
     "dvc repro", "dvc repro report", "dvc exp run --queue -S train.cael=4", "dvc metrics diff --all x.json",
     "python -m stages report --queue jtcse-cael --run", "python -m stages --help",
     "python -m tools.benchmark.readme --check", "bash scripts/gpu_check.sh --device cpu --output x.json",
+    "python -m tools.gpu_check --cost-table x.json",
     "git fetch", ".venv/bin/python -m pytest -n auto",
 ])
 def test_a_real_command_passes(command):

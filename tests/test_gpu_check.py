@@ -1,4 +1,4 @@
-"""The GPU check's CPU mode (scripts/gpu_check.py, issue 41): every code path of the device run except
+"""The GPU check's CPU mode (tools/gpu_check/, issue 41): every code path of the device run except
 what needs CUDA, on tiny shapes. The checks that need CUDA say so and never pass; the others pass; the
 JSON has the throughput, targets and cost of every item; and the run imports nothing the offline GPU
 machine lacks (../shared/gpu/prepare.sh's bundle: no dvc, Hydra, mteb or datasets there)."""
@@ -16,9 +16,9 @@ import yaml
 
 from conftest import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "scripts" / "gpu_check.py"
+COMMAND = [sys.executable, "-m", "tools.gpu_check"]  # run from the project root
 NOT_ON_THE_GPU_MACHINE = ("dvc", "hydra", "omegaconf", "mteb", "datasets")
-# Runs the script with those packages unimportable (the launched rank runs in processes of its own).
+# Runs the check with those packages unimportable (the launched rank runs in processes of its own).
 BLOCKED_RUN = f"""
 import runpy, sys
 class Blocked:
@@ -26,8 +26,8 @@ class Blocked:
         if name.split(".")[0] in {NOT_ON_THE_GPU_MACHINE!r}:
             raise ImportError(f"{{name}} is not on the GPU machine")
 sys.meta_path.insert(0, Blocked())
-sys.argv = [{str(SCRIPT)!r}, *sys.argv[1:]]
-runpy.run_path({str(SCRIPT)!r}, run_name="__main__")
+sys.argv = ["tools.gpu_check", *sys.argv[1:]]
+runpy.run_module("tools.gpu_check", run_name="__main__", alter_sys=True)
 """
 CUDA_CHECKS = {"cuda_fp32_follows_cpu", "bf16_close_to_fp32", "fp16_close_to_fp32", "compiled_matches_eager", "cuda_graphs_match_eager",
                "lease_pins_device"}
@@ -116,8 +116,7 @@ def test_asking_for_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path):
 @pytest.mark.parametrize(("name", "peak"), [("NVIDIA H100 80GB HBM3", 989.4), ("NVIDIA H100 PCIe", 756.0),
                                             ("NVIDIA H200", 989.4), ("NVIDIA A100-SXM4-80GB", None)])
 def test_the_bf16_peak_by_device_name(name, peak):
-    sys.path.insert(0, str(SCRIPT.parent))
-    from gpu_check import bf16_peak
+    from tools.gpu_check.modes import bf16_peak
 
     found, note = bf16_peak(name)
     assert found == peak and note
@@ -125,7 +124,7 @@ def test_the_bf16_peak_by_device_name(name, peak):
 
 def test_the_cost_table_for_docs_lists_every_table(report, tmp_path):
     (tmp_path / "report.json").write_text(json.dumps(report))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--cost-table", str(tmp_path / "report.json")], cwd=REPO_ROOT,
+    done = subprocess.run([*COMMAND, "--cost-table", str(tmp_path / "report.json")], cwd=REPO_ROOT,
                           capture_output=True, text=True, env=environment(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| `")]
@@ -138,7 +137,7 @@ def test_a_second_run_reuses_what_the_first_measured_and_measures_the_rest(repor
     checks and the missing items only; the cost then covers every table."""
     earlier = {**report, "throughput": {**report["throughput"], "distill_bert_64x32": {"skipped": "time budget"}}}
     (tmp_path / "earlier.json").write_text(json.dumps(earlier))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--output", str(tmp_path / "second.json"),
+    done = subprocess.run([*COMMAND, "--device", "cpu", "--output", str(tmp_path / "second.json"),
                            "--reuse", str(tmp_path / "earlier.json")],
                           cwd=REPO_ROOT, capture_output=True, text=True, env=environment(), timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -152,7 +151,7 @@ def test_a_second_run_reuses_what_the_first_measured_and_measures_the_rest(repor
 
 def test_reusing_another_gpu_models_report_is_one_line_and_exit_2(report, tmp_path):
     (tmp_path / "h200.json").write_text(json.dumps({**report, "machine": {**report["machine"], "gpu": {"model": "NVIDIA H200"}}}))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--output", str(tmp_path / "x.json"),
+    done = subprocess.run([*COMMAND, "--device", "cpu", "--output", str(tmp_path / "x.json"),
                            "--reuse", str(tmp_path / "h200.json")],
                           cwd=REPO_ROOT, capture_output=True, text=True, env=environment(), timeout=300)
     assert done.returncode == 2

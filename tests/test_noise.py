@@ -1,5 +1,5 @@
 """Calibration by simulation of the verdict rules that count pair and seed noise
-(pipeline.reporting.noise): statistics are code, so each rule is held to its stated error rate.
+(pipeline.verdicts: estimates, rules, decidable): statistics are code, so each rule is held to its stated error rate.
 
 Synthetic scores from a seeded Generator: per claim, one score per training seed with sd σ, plus one
 draw of pair noise (sd τ) on the difference — every seed of a model is scored on the same test pairs,
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.reporting import noise
-from pipeline.reporting.noise import (
-    CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, PAPER_SCALE_PRIOR, REPRODUCED, SeedNoise,
-    benjamini_hochberg, compare_arms, compare_many, correlation_verdict, decidable_gap, expected_by_chance,
-    at_the_edge, family_verdicts, order_verdict, order_verdicts, seeds_needed, trend_verdict, value_verdict, value_verdicts,
+from pipeline.verdicts.decidable import benjamini_hochberg, decidable_gap, expected_by_chance, seeds_needed
+from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, SeedNoise, compare_arms, compare_many
+from pipeline.verdicts.rules import (
+    at_the_edge, correlation_verdict, family_verdicts, order_verdict, order_verdicts, trend_verdict, value_verdict, value_verdicts,
 )
+from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 CLAIMS = 4000
 FIVE, TWO_AND_A_HALF = 0.065, 0.036  # nominal + 3 Monte Carlo sd at 2,000 claims
@@ -333,7 +333,7 @@ def test_multiplicity_helpers():
     assert benjamini_hochberg([0.01, 0.04, 0.03, 0.2]) == [True, False, False, False]
     assert benjamini_hochberg([0.01, 0.02, 0.03, 0.04]) == [True, True, True, True]
     assert benjamini_hochberg([]) == []
-    assert noise.CONSISTENT == "consistent within seed noise"
+    assert CONSISTENT == "consistent within seed noise"
 
 
 def test_a_verdict_within_a_tenth_of_its_half_width_of_a_boundary_is_at_the_edge():
@@ -349,7 +349,7 @@ def test_a_verdict_within_a_tenth_of_its_half_width_of_a_boundary_is_at_the_edge
 def test_equal_spreads_over_the_same_seeds_are_rarely_decided_and_a_clearly_steadier_model_holds():
     """Pitman–Morgan on paired seeds: equal variances with a shared run effect decided ≤ 5 % (2.5 % each way)
     at 5 and 20 seeds; a model with a third of the other's spread holds most of the time at 20 seeds."""
-    from pipeline.reporting.noise import spread_verdict
+    from pipeline.verdicts.rules import spread_verdict
 
     rng = np.random.default_rng(41)
     for seeds in (5, 20):

@@ -102,7 +102,9 @@ def test_two_one_run_arms_borrowing_one_record_decide_equal_models_at_most_five_
     """Calibration by simulation: two runs of one model at two settings of a sweep (both `joint`, one run
     each, no difference), their seed noise borrowed from the record's 5 seeds of `joint`. Counting the
     record's 4 df once per arm (8) decides about 8 % of these; one estimate's 4 df keep it within 5 %."""
-    from pipeline.reporting.noise import CONTRADICTED, HOLDS, compare_arms, order_verdict
+    from pipeline.verdicts.estimates import compare_arms
+    from pipeline.verdicts.rules import order_verdict
+    from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS
 
     params, rng, draws = tiny_preset(), np.random.default_rng(31), 4000
     decided = 0

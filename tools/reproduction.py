@@ -29,7 +29,8 @@ from pipeline import paths
 from pipeline.io import dotted_leaves
 from pipeline.declarations.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
-from pipeline.reporting.noise import EDGE_FRACTION, INCONCLUSIVE as INCONCLUSIVE_VERDICT
+from pipeline.verdicts.rules import EDGE_FRACTION
+from pipeline.verdicts.verdict_names import INCONCLUSIVE as INCONCLUSIVE_VERDICT
 from pipeline.git import git, git_text_or_none
 from tools.workspace import workspace_differences
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.reporting.noise import PAPER_SCALE_PRIOR, SeedNoise
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.tables import Row
+from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, SeedNoise
 
 _SAME = 1e-6  # the record's number at the run's seed is the run's own, to the digits written
 

@@ -17,9 +17,13 @@ from typing import Any
 
 from scipy import stats
 
-from pipeline.reporting.claims import UNDECIDED, Comparison, ComparisonClaim, OrderClaim, ValueClaim, Verdict
-from pipeline.reporting.noise import PAPER_SCALE_PRIOR, Estimate, decidable_gap, seeds_needed
 from pipeline.reporting.render import paper_of
+from pipeline.verdicts.claim import Comparison, Verdict
+from pipeline.verdicts.decidable import decidable_gap, seeds_needed
+from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, Estimate
+from pipeline.verdicts.order import ComparisonClaim, OrderClaim
+from pipeline.verdicts.value import ValueClaim
+from pipeline.verdicts.verdict_names import UNDECIDED
 
 POWER = 0.80
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import pandas as pd
 
 from pipeline.io import dotted_leaves
-from pipeline.reporting.claims import (
-    CONSISTENT, CONTRADICTED, DECIDED, HOLDS, INCONCLUSIVE, VERDICTS, Verdict, verdict_counts, verdict_key,
-)
-from pipeline.reporting.noise import expected_by_chance
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.backbones import judged_backbone, title
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
+from pipeline.verdicts.claim import Verdict
+from pipeline.verdicts.claims_file import verdict_counts
+from pipeline.verdicts.decidable import expected_by_chance
+from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, DECIDED, HOLDS, INCONCLUSIVE, VERDICTS, verdict_key
 
 ROW_HEADER = "Model"
 RUN_HEADER = "Run"

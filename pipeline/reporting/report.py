@@ -12,9 +12,6 @@ import numpy as np
 
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
-from pipeline.reporting.claims import (
-    CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, ClaimsFile, Verdict, verdict_counts,
-)
 from pipeline.reporting.decidability import forest_rows
 from pipeline.reporting.figures import claims_forest_figure
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
@@ -23,6 +20,9 @@ from pipeline.reporting.inputs import read_training_curve
 from pipeline.reporting.render import GaussianShare, index, latex, markdown, numbers, reproduction
 from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
+from pipeline.verdicts.claim import Verdict
+from pipeline.verdicts.claims_file import ClaimsFile, verdict_counts
+from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED
 
 # what write_tables owns in the tables folder; a .png there is left from before figures moved to
 # reports/figures/, and goes

@@ -1,0 +1,28 @@
+"""Every verdict a claim can get, as the words the report prints, and which of them count as decided.
+
+A leaf (the standard library only): the statistical rules return these names and the claim kinds add the
+ones no rule decides (not run, another scale or backbone, cannot hold or run).
+"""
+
+from __future__ import annotations
+
+import re
+
+HOLDS, CONTRADICTED, INCONCLUSIVE = "holds", "contradicted", "inconclusive"
+REPRODUCED, HIGHER, NOT_REPRODUCED = "reproduced", "reproduced, higher", "not reproduced"
+CONSISTENT = "consistent within seed noise"
+NOT_RUN, OTHER_SCALE = "not run", "other scale: not compared"
+OTHER_BACKBONE = "other backbone: not compared"
+# where the truth is "cannot", whatever is run: not "other scale", which more compute would change
+CANNOT_HOLD = "cannot hold: the paper's gap is below the band"
+CANNOT_RUN = "cannot run: the papers lack the task list"
+# in this order in reports/claims.json
+VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, CONSISTENT, HOLDS, CONTRADICTED, INCONCLUSIVE, NOT_RUN, OTHER_SCALE,
+            OTHER_BACKBONE, CANNOT_HOLD, CANNOT_RUN)
+UNDECIDED = (INCONCLUSIVE, CONSISTENT)  # judged, but the noise leaves it open: "what it would take" is said
+DECIDED = (REPRODUCED, HIGHER, NOT_REPRODUCED, HOLDS, CONTRADICTED)  # judged and settled by this run
+
+
+def verdict_key(verdict: str) -> str:
+    """The verdict as a metrics key (`reproduced, higher` → `reproduced_higher`)."""
+    return re.sub(r"[^a-z]+", "_", verdict.split(":")[0]).strip("_")
