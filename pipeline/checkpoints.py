@@ -286,7 +286,8 @@ def score_row(key: str, row: Row, params: Params, tasks, endpoint: str | None, c
         for tower, (commit, tokenizer_commit) in zip(row.towers, commits)
     ]
     stored = cache_dir / "results" / f"{result_key(row, commits, params)}.json"
-    from pipeline.io import read_json_entry, write_json_atomic
+    from pipeline.io import write_json_atomic
+    from pipeline.cache_entries import read_json_entry
 
     cached = read_json_entry(stored, lambda scores: _is_result(scores, tasks), "checkpoint result cache")
     if cached is not None:

@@ -17,15 +17,13 @@ import os
 import re
 import secrets
 import shutil
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 # Temporary files and folders of atomic writes under the project root live here, not beside their
@@ -173,13 +171,17 @@ def is_disk_full(error: BaseException) -> bool:
 
 
 def disk_full(path: Path | str | None) -> PipelineError:
-    """The one line of a write that ran out of space: what, where to free space; nothing was replaced."""
+    """The one line of a write that ran out of space: what, where to free space, and what is left of the
+    previous outputs: unchanged by this write, but under `dvc repro` DVC removed them before the stage ran."""
+    stage = os.environ.get("DVC_STAGE")  # set by DVC for a stage's command
+    previous = (f"DVC removed this stage's previous outputs before running it: `dvc checkout {stage}` restores the "
+                "cached ones and `git checkout -- reports/` those in git" if stage else "the previous outputs are unchanged")
     if not path:
-        return PipelineError("no space left on the device; the previous outputs are unchanged: free space on the "
-                             "disk the stage writes to (df -h) and rerun")
+        return PipelineError(f"no space left on the device; {previous}: free space on the disk the stage writes to (df -h) "
+                             "and rerun")
     folder = Path(path).parent
-    return PipelineError(f"no space left on the device while writing {path}; the previous output is unchanged: free "
-                         f"space on {folder} (df -h {folder}) or write elsewhere, and rerun")
+    return PipelineError(f"no space left on the device while writing {path}; {previous}: free space on {folder} "
+                         f"(df -h {folder}) or write elsewhere, and rerun")
 
 
 @contextmanager
@@ -290,6 +292,7 @@ def write_json_files_atomic(files: Mapping[Path, Any]) -> None:
 
 def write_files_atomic(files: Mapping[Path, str]) -> None:
     """Several text files as one: all new or all as they were, never half a set (a stage's outputs).
+    (A killed set is completed only while the files it renamed in are still its own: `finish_interrupted_sets`.)
 
     Every destination folder is made and checked writable and every temporary twin written before
     any destination changes; then a journal listing the renames is put beside the first twin, and
@@ -314,7 +317,7 @@ def write_files_atomic(files: Mapping[Path, str]) -> None:
             except PermissionError as error:
                 raise _not_writable(destination, error) from None
         with _disk_full_is_one_line(staged[0][1]):
-            journal = _write_journal(staged)
+            journal = _write_journal(staged, [_text_digest(text) for text in files.values()])
         try:
             _replace_all(staged, backups)
         finally:
@@ -353,13 +356,18 @@ def _replace_all(staged: list[tuple[Path, Path]], backups: list[Path]) -> None:
 JOURNAL_SUFFIX = ".journal"
 
 
-def _write_journal(staged: list[tuple[Path, Path]]) -> Path:
-    """The renames of a set (twin -> destination, absolute), written whole beside its first twin
-    (so named after a process: the sweep knows when its writer is gone)."""
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _write_journal(staged: list[tuple[Path, Path]], digests: list[str]) -> Path:
+    """The renames of a set (twin -> destination, absolute, and the digest of what the twin holds), written
+    whole beside its first twin (so named after a process: the sweep knows when its writer is gone)."""
     first = staged[0][0]
     journal = first.with_name(first.name + JOURNAL_SUFFIX)
     part = first.with_name(first.name + ".part")  # a twin of the journal: a kill before the rename changes nothing
-    pairs = [[str(temporary.absolute()), str(destination.absolute())] for temporary, destination in staged]
+    pairs = [[str(temporary.absolute()), str(destination.absolute()), digest]
+             for (temporary, destination), digest in zip(staged, digests)]
     try:
         part.write_text(json.dumps(pairs), encoding="utf-8")
         os.replace(part, journal)
@@ -369,9 +377,22 @@ def _write_journal(staged: list[tuple[Path, Path]]) -> Path:
     return journal
 
 
+def _still_as_written(pairs: list[list[str]]) -> bool:
+    """Whether every file the killed writer had renamed in still holds what it wrote."""
+    for temporary, destination, digest in pairs:
+        if not os.path.lexists(temporary):  # renamed in: it must still be the writer's
+            try:
+                if _text_digest(Path(destination).read_text(encoding="utf-8")) != digest:
+                    return False
+            except (OSError, ValueError):
+                return False
+    return True
+
+
 def finish_interrupted_sets(*folders: Path) -> None:
-    """Complete the sets of files that writers killed mid-rename left in `folders` (their journals:
-    the renames not done yet are done), so each set is all new; a journal of a live writer is its own."""
+    """Complete the sets of files that writers killed mid-rename left in `folders` (their journals: the
+    renames not done yet are done), so each set is all new; a journal of a live writer is its own. A set
+    whose renamed files changed since (restored) is left as it is and its leftover twins removed."""
     for folder in folders:
         if not folder.is_dir():
             continue
@@ -380,7 +401,15 @@ def finish_interrupted_sets(*folders: Path) -> None:
                 continue
             try:
                 pairs = json.loads(journal.read_text(encoding="utf-8"))
-                for temporary, destination in pairs:
+                names = ", ".join(Path(destination).name for _, destination, _ in pairs)
+                if not _still_as_written(pairs):
+                    for temporary, _, _ in pairs:
+                        Path(temporary).unlink(missing_ok=True)
+                    journal.unlink()
+                    log.warning("a run killed while writing %s had renamed part of them, and those have changed since "
+                                "(restored?): left as they are; rerun the stage that writes them for a new set", names)
+                    continue
+                for temporary, destination, _ in pairs:
                     if os.path.lexists(temporary):  # not renamed yet; one that is gone was
                         os.replace(temporary, destination)
             except (OSError, ValueError) as error:  # e.g. a destination folder removed since: the rerun rewrites the set
@@ -388,8 +417,7 @@ def finish_interrupted_sets(*folders: Path) -> None:
                             journal, error)
                 continue
             journal.unlink()
-            log.warning("a run killed while writing %s had renamed part of them; the rest are now in place too",
-                        ", ".join(Path(destination).name for _, destination in pairs))
+            log.warning("a run killed while writing %s had renamed part of them; the rest are now in place too", names)
 
 
 def finish_interrupted_writes() -> None:
@@ -398,52 +426,6 @@ def finish_interrupted_writes() -> None:
     scratch = project_scratch()
     if scratch is not None:
         finish_interrupted_sets(scratch)
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# ---- caches: verified on read, a corrupt entry discarded and recomputed ---------------------------
-
-
-class CorruptEntry(Exception):
-    """A cache entry that parses but is not what its writer writes (the message says what is wrong)."""
-
-
-# What reading a damaged file raises: truncated zips (np.load), bad JSON/UTF-8 (ValueError), missing arrays.
-_READ_FAILURES = (CorruptEntry, OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile)
-
-
-def read_cache_entry(path: Path, read: Callable[[Path], T], what: str) -> T | None:
-    """The cache entry at `path` as `read` returns it, or None to recompute it: when there is none,
-    or when it is corrupt — then it is named in one warning line and removed."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        return read(path)
-    except _READ_FAILURES as error:
-        reason = (str(error).splitlines() or [type(error).__name__])[0]
-        log.warning("%s %s is corrupt (%s: %s); discarded, it will be recomputed", what, path, type(error).__name__, reason)
-        path.unlink(missing_ok=True)
-        return None
-
-
-def read_json_entry(path: Path, is_valid: Callable[[Any], bool], what: str) -> Any | None:
-    """A JSON cache entry that `is_valid` accepts (else discarded as `read_cache_entry` does), or None."""
-
-    def read(file: Path) -> Any:
-        value = json.loads(file.read_text(encoding="utf-8"))
-        if not is_valid(value):
-            raise CorruptEntry("not the layout this cache holds")
-        return value
-
-    return read_cache_entry(path, read, what)
 
 
 def dotted_leaves(tree: Any, prefix: str = "", into_lists: bool = False) -> dict[str, Any]:

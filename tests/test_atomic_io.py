@@ -127,10 +127,23 @@ def test_a_set_killed_between_renames_outside_a_project_is_completed_by_its_next
 
 def test_a_live_writer_s_journal_is_left_alone(tmp_path):
     journal = tmp_path / f"pipeline-tmp-{os.getpid()}-0000abcd-m.json.journal"
-    journal.write_text(json.dumps([[str(tmp_path / "twin"), str(tmp_path / "m.json")]]))
+    journal.write_text(json.dumps([[str(tmp_path / "twin"), str(tmp_path / "m.json"), "digest"]]))
     (tmp_path / "twin").write_text("in flight")
     atomic_io.finish_interrupted_sets(tmp_path)
     assert journal.exists() and (tmp_path / "twin").exists() and not (tmp_path / "m.json").exists()
+
+
+def test_a_killed_set_restored_since_is_left_as_it_is(tmp_path, monkeypatch, caplog):
+    """Half a set renamed in, then that half restored (`git checkout`): completing the set now would mix
+    the restored files with the killed run's; it is left as restored and its leftovers removed."""
+    (tmp_path / "dvc.yaml").touch()
+    paths = _killed_mid_set(tmp_path)
+    paths[0].write_text('{"old": 1}')  # the one file it had renamed in, restored
+    monkeypatch.chdir(tmp_path)
+    atomic_io.finish_interrupted_writes()
+    assert [json.loads(path.read_text()) for path in paths] == [{"old": 1}] * 3
+    assert [path.name for path in (tmp_path / ".tmp").iterdir() if not path.name.endswith(".old")] == []  # twins, journal gone
+    assert "have changed since (restored?): left as they are" in caplog.text
 
 
 # ----------------------------------------------------------------------------- a full disk
@@ -154,10 +167,16 @@ def test_a_full_disk_in_a_set_is_one_line_and_leaves_the_set_as_it_was(tmp_path,
         return real_write_text(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "write_text", full_at_b)
+    monkeypatch.delenv("DVC_STAGE", raising=False)  # run as a plain command, not by `dvc repro`
     with pytest.raises(PipelineError) as caught:
         atomic_io.write_json_files_atomic({first: {"new": 1}, second: {"new": 1}})
-    assert str(caught.value) == ("no space left on the device while writing reports/b.json; the previous output is "
+    assert str(caught.value) == ("no space left on the device while writing reports/b.json; the previous outputs are "
                                  "unchanged: free space on reports (df -h reports) or write elsewhere, and rerun")
+    monkeypatch.setenv("DVC_STAGE", "evaluate@backbone")  # under `dvc repro`, DVC removed the outputs before the stage ran
+    assert str(atomic_io.disk_full(second)) == (
+        "no space left on the device while writing reports/b.json; DVC removed this stage's previous outputs before "
+        "running it: `dvc checkout evaluate@backbone` restores the cached ones and `git checkout -- reports/` those in "
+        "git: free space on reports (df -h reports) or write elsewhere, and rerun")
     assert first.read_text() == "old a" and second.read_text() == "old b"
     assert list((tmp_path / ".tmp").iterdir()) == []
 
@@ -199,5 +218,5 @@ def test_a_full_disk_anywhere_in_a_stage_is_one_line_and_exit_2(tmp_path, monkey
     assert exited.value.exit_code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         "error: no space left on the device while writing data/checkpoints/joint/step-8/optimizer.pt; the previous "
-        "output is unchanged: free space on data/checkpoints/joint/step-8 (df -h data/checkpoints/joint/step-8) or "
+        "outputs are unchanged: free space on data/checkpoints/joint/step-8 (df -h data/checkpoints/joint/step-8) or "
         "write elsewhere, and rerun"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.errors import PipelineError
-from pipeline.io import sha256_of
+from pipeline.cache_entries import sha256_of
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from pipeline.data.pinned import SHA256, InputManifest, InputRecord, model_key, read_sha256sums
 from pipeline.errors import PipelineError
-from pipeline.io import atomic_directory, atomic_path, scratch_directory, sha256_of
+from pipeline.io import atomic_directory, atomic_path, scratch_directory
+from pipeline.cache_entries import sha256_of
 from pipeline.paths import setting_path
 
 log = logging.getLogger(__name__)

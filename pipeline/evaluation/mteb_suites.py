@@ -191,7 +191,8 @@ def evaluate_suite(
     suite: Suite, run_task: Callable[[Any], Any], raw_dir: Path, items: int | None, cache: Path | None
 ) -> dict[str, Any]:
     """One suite's per-task scores, missing tasks with their reasons, and the mean over the scored ones."""
-    from pipeline.io import read_json_entry, write_json_atomic
+    from pipeline.io import write_json_atomic
+    from pipeline.cache_entries import read_json_entry
 
     tasks: dict[str, Any] = {}
     missing = {entry.paper: f"not mapped: {entry.reason}" for entry in suite.unmapped}

@@ -50,7 +50,8 @@ from pipeline.data.sources import CONFIG_FILE, TOKENIZER_FILES
 from pipeline.evaluation.sts import (
     BatchEmbedder, Embedder, EmbeddingTable, StsTask, combine_tables, embed_sentences, score_tasks, task_sentences,
 )
-from pipeline.io import CorruptEntry, atomic_path, is_temporary, read_cache_entry, sha256_of, write_json_atomic
+from pipeline.io import atomic_path, is_temporary, write_json_atomic
+from pipeline.cache_entries import CorruptEntry, read_cache_entry, sha256_of
 from pipeline.models import WeightedTowers
 
 log = logging.getLogger(__name__)

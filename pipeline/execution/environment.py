@@ -31,7 +31,8 @@ import torch
 from pipeline import paths
 from pipeline.git import git_text_or_none
 from pipeline.config import OptimSettings, Params
-from pipeline.io import sha256_of, write_json_atomic
+from pipeline.io import write_json_atomic
+from pipeline.cache_entries import sha256_of
 from pipeline.execution.runtime import RunContext, resolve_device
 
 # Distribution names, read with importlib.metadata (the installed versions, not the imported modules').

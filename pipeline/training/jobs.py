@@ -33,7 +33,8 @@ from pipeline.declarations.sts_tasks import STS_BENCHMARK
 from pipeline.execution.environment import environment_record, training_compute, training_data, write_provenance
 from pipeline.errors import PipelineError
 from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, reported_score
-from pipeline.io import sha256_of, write_json_atomic, write_text_atomic
+from pipeline.io import write_json_atomic, write_text_atomic
+from pipeline.cache_entries import sha256_of
 from pipeline.modeling import load_tokenizer
 from pipeline.models import TOWER_NAMES, WeightedTowers, teacher_model
 from pipeline.execution.runtime import resolve_device, run_context, with_precision

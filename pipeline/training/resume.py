@@ -35,7 +35,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from pipeline.errors import PipelineError
-from pipeline.io import atomic_directory, sha256_of
+from pipeline.io import atomic_directory
+from pipeline.cache_entries import sha256_of
 
 log = logging.getLogger(__name__)
 
