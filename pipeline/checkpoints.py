@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from tqdm.auto import tqdm
 
 from pipeline import paths
-from pipeline.config import CheckpointSettings, Params, describe_validation_error, read_yaml_file
+from pipeline.config import CheckpointSettings, Params
+from pipeline.params_file import describe_validation_error, read_yaml_file
 from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.code_deps import REPO_ROOT, project_files
 from pipeline.declarations.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, PAPERS_TASKS

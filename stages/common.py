@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 
 import typer
 
-from pipeline.config import Params, load_params, params_unchanged_while_running
+from pipeline.config import Params
+from pipeline.params_file import load_params, params_unchanged_while_running
 from pipeline.errors import PipelineError
 from pipeline.io import disk_full, finish_interrupted_writes, is_disk_full
 

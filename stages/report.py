@@ -16,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from pipeline.config import load_params, read_yaml_file
+from pipeline.params_file import load_params, read_yaml_file
 from stages.common import ParamsOption, stage, summary
 
 NAME = "report"

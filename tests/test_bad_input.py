@@ -25,7 +25,8 @@ from transformers import AutoTokenizer
 from pipeline import modeling
 from pipeline.execution import runtime
 from pipeline.training import jobs, loop, tasks
-from pipeline.config import OptimSettings, parse_params
+from pipeline.config import OptimSettings
+from pipeline.params_file import parse_params
 from pipeline import io as atomic_io
 from pipeline.declarations import sts_tasks
 from pipeline.data.readers import MalformedDataError
@@ -437,7 +438,7 @@ def test_a_stage_whose_params_file_changed_while_it_ran_is_not_recorded(tmp_path
     outputs under settings it never read. The stage exits 2 instead, so DVC keeps it out of dvc.lock."""
     import typer
 
-    from pipeline.config import load_params
+    from pipeline.params_file import load_params
     from stages.common import stage
 
     path = tmp_path / "params.yaml"

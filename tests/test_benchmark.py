@@ -31,7 +31,8 @@ from tools.benchmark import (
     typical_batch,
 )
 from tools.benchmark.readme import readme_block, render_readme_section
-from pipeline.config import TrainSettings, parse_params
+from pipeline.config import TrainSettings
+from pipeline.params_file import parse_params
 from pipeline.evaluation.embedder import AUTO_TOKEN_BUDGET
 from pipeline.evaluation.sts import load_tasks
 from pipeline.errors import PipelineError

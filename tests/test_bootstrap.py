@@ -13,7 +13,7 @@ import pytest
 import yaml
 from scipy.stats import spearmanr
 
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import (
     bootstrap_scores,

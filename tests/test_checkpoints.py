@@ -19,7 +19,7 @@ from tiny_models import save_tiny_bert
 
 from pipeline import checkpoints
 from pipeline.checkpoints import Catalogue, load_catalogue, score_catalogue, weighted_towers
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals

@@ -5,7 +5,7 @@ import sys
 import pytest
 import yaml
 
-from pipeline.config import load_params, parse_params
+from pipeline.params_file import load_params, parse_params
 from pipeline.errors import PipelineError
 
 from conftest import REPO_ROOT, committed_text
@@ -190,7 +190,7 @@ def test_with_device_auto_half_precision_is_checked_when_the_device_resolves(tin
 
 
 def test_a_params_file_that_changes_while_a_stage_runs_is_refused(tmp_path):
-    from pipeline.config import params_unchanged_while_running
+    from pipeline.params_file import params_unchanged_while_running
 
     path = tmp_path / "params.yaml"
     path.write_text("seed: 1\n")

@@ -10,7 +10,7 @@ import tarfile
 import pytest
 import yaml
 
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.data.download import build_corpus, download
 from pipeline.data.sources import Mirror
 from pipeline.io import atomic_path

@@ -22,7 +22,7 @@ import yaml
 from torch import nn
 
 from pipeline.execution import environment
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.execution.environment import Compute, environment_record, provenance_record, training_compute
 from pipeline.errors import PipelineError
 from pipeline.execution.runtime import RunContext, run_context, with_precision

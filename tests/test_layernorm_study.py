@@ -19,7 +19,8 @@ from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel, Robert
 
 from pipeline import losses
 from pipeline.analysis import norm_probe, probe_sentences
-from pipeline.config import TrainSettings, parse_params
+from pipeline.config import TrainSettings
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.modeling import (
     TwinEncoder,

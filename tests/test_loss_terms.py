@@ -11,7 +11,9 @@ from transformers import AutoTokenizer
 
 from conftest import MIRROR
 from pipeline import losses
-from pipeline.config import TrainSettings, parse_params, setting_default
+from pipeline.config import TrainSettings
+from pipeline.params_file import setting_default
+from pipeline.params_file import parse_params
 from pipeline.declarations import loss_terms
 from pipeline.errors import PipelineError
 from pipeline.execution.runtime import RunContext

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.models import BASELINES, JTCSE_MODELS, MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
 

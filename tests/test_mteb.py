@@ -202,7 +202,7 @@ def test_a_hub_task_that_cannot_be_loaded_is_missing_with_its_reason_and_the_oth
 
 
 def test_the_suite_setting_takes_a_name_or_a_list_and_local_items_is_checked(tiny_params_dict):
-    from pipeline.config import parse_params
+    from pipeline.params_file import parse_params
 
     tiny_params_dict["eval"]["mteb"]["suite"] = "jtcse-sts22"
     assert parse_params(tiny_params_dict).eval.mteb.suite == ["jtcse-sts22"]

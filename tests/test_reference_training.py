@@ -6,7 +6,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from pipeline.config import OptimSettings, TrainSettings, parse_params
+from pipeline.config import OptimSettings, TrainSettings
+from pipeline.params_file import parse_params
 from pipeline.data.readers import ScoredPair
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder

@@ -4,7 +4,7 @@ changes: what an offline CPU machine cannot provide, nothing else."""
 import pytest
 import yaml
 
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 
 from conftest import REPO_ROOT
 

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import settings_rules
 from pipeline.declarations import loss_terms
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.settings_rules import validate_drop_layernorm, validate_evaluated_models, validate_precision
 

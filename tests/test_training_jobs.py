@@ -32,7 +32,7 @@ def test_training_report_files(tmp_path):
 
 def test_a_seed_papers_model_trains_on_wiki1m_alone(tmp_path, monkeypatch, tiny_params_dict):
     """baseline@simcse: the corpus less its SICK tail, one sentence per example (no round trips)."""
-    from pipeline.config import parse_params
+    from pipeline.params_file import parse_params
     from pipeline.data.download import SICK_SPLIT_FILES, build_corpus, sick_sentences
     from pipeline.training.jobs import baseline_job
 
@@ -64,7 +64,7 @@ def test_the_paper_presets_train_the_seed_papers_models_as_their_papers_do():
     from omegaconf import OmegaConf
 
     from conftest import REPO_ROOT
-    from pipeline.config import parse_params
+    from pipeline.params_file import parse_params
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base=None):
         presets = {backbone: parse_params(OmegaConf.to_container(

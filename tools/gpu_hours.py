@@ -29,7 +29,8 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import Params, parse_params
+from pipeline.config import Params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.models import TRAINING_STAGES, all_models
 from pipeline.reporting.runs import param_at, requirement

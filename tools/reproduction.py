@@ -30,8 +30,8 @@ from pipeline.io import dotted_leaves
 from pipeline.declarations.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
 from pipeline.verdicts.rules import EDGE_FRACTION
-from pipeline.verdicts.verdict_names import INCONCLUSIVE as INCONCLUSIVE_VERDICT
 from pipeline.git import git, git_text_or_none
+from tools.verdict_changes import CLAIMS, compare_verdicts
 from tools.workspace import workspace_differences
 
 IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
@@ -43,7 +43,7 @@ RECORD_FOLDERS = (paths.TRAINING_DETAILS, paths.METRICS_DETAILS)
 MACHINE_FACTS = ("device", "gpu", "cpu", "threads", "world_size", "per_device_batch")
 # Requirements locks: the packages a run was made with (scripts/setup.sh installs exactly these).
 LOCK_FILES = ("requirements/cpu.txt", "requirements/cuda.txt")
-CLAIMS = paths.REPORTS / "claims.json"
+
 # A score's interval: details files hold `intervals.<task>` (the task's "all" score, STS-B and SICK-R test,
 # avg). A subset, or the "mean" of subsets, has fewer pairs and so a wider interval than its task: the
 # task's half-width is the stricter stand-in. A training stage's best STS-B dev score is held to the
@@ -315,41 +315,6 @@ def compare_labels(path: str, expected: dict, actual: dict, check: Check) -> Non
     for key, value in before.items():
         if after.get(key, "missing") != value:
             check.problems.append(f"{path}: {key} = {after.get(key, 'missing')!r} vs committed {value!r}")
-
-
-def claim_verdicts(claims: dict) -> dict[str, str]:
-    """claim id → verdict from reports/claims.json (per-claim entries), else the counts by verdict."""
-    if isinstance(claims.get("by_claim"), dict):
-        return {str(key): str(value) for key, value in claims["by_claim"].items()}
-    entries = claims.get("claims")
-    if isinstance(entries, list):
-        return {str(entry.get("id")): str(entry.get("verdict")) for entry in entries if isinstance(entry, dict)}
-    if isinstance(entries, dict):
-        return {str(key): str(value.get("verdict") if isinstance(value, dict) else value) for key, value in entries.items()}
-    return {f"count of {key}": str(value) for key, value in dotted_leaves(claims.get("verdicts", {}), into_lists=True).items()}
-
-
-def edge_claims(claims: dict) -> set[str]:
-    """The ids of claims.json's verdicts at the edge (`details.<id>.at_edge`)."""
-    details = claims.get("details")
-    return {str(key) for key, entry in details.items() if isinstance(entry, dict) and entry.get("at_edge")} if isinstance(details, dict) else set()
-
-
-def compare_verdicts(committed: dict, current: dict, check: "Check") -> None:
-    """Every claim's verdict unchanged; a verdict at the edge (either run's) flipping to or from
-    "inconclusive" is equivalent, and named; any other change is a problem."""
-    then, now = claim_verdicts(committed), claim_verdicts(current)
-    edge = edge_claims(committed) | edge_claims(current)
-    changed, flipped = [], []
-    for key, value in then.items():
-        if now.get(key) == value:
-            continue
-        line = f"{key}: {now.get(key, 'missing')} vs committed {value}"
-        at_edge = key in edge and INCONCLUSIVE_VERDICT in (value, now.get(key)) and now.get(key) is not None
-        (flipped if at_edge else changed).append(line)
-    check.lines.append(f"claims' verdicts compared: {len(then)}, {len(changed) + len(flipped)} changed"
-                       + (f" ({len(flipped)} at the edge, equivalent: {'; '.join(flipped)})" if flipped else ""))
-    check.problems += [f"{CLAIMS.as_posix()}: verdict changed: {line}" for line in changed]
 
 
 # --- the check ------------------------------------------------------------------------------------

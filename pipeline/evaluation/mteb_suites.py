@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from tqdm import tqdm
 
-from pipeline.config import describe_validation_error
+from pipeline.params_file import describe_validation_error
 from pipeline.errors import PipelineError
 
 log = logging.getLogger(__name__)

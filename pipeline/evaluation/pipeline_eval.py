@@ -127,7 +127,8 @@ def evaluate_standalone(models: list[str], pooler: str, tasks: list[str], max_pa
     """Scores of one model folder or hub id, or of the twin of two (the sum of their embeddings); `seed`
     draws the `max_pairs` sample and the `bootstrap` resamples (0: no intervals). Settings are named
     by the evaluate command's options in errors."""
-    from pipeline.config import EvalSettings, describe_validation_error
+    from pipeline.config import EvalSettings
+    from pipeline.params_file import describe_validation_error
     from pipeline.evaluation.embedder import HFEmbedder, resolve_model_source
     from pipeline.modeling.encoder import validate_pooler
     from pipeline.settings_rules import validate_token_budget

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.config import setting_default
+from pipeline.params_file import setting_default
 from pipeline.io import dotted_leaves
 from pipeline.paths import METRICS
 from pipeline.reporting.runs import Run, same_setting

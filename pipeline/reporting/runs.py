@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import setting_default
+from pipeline.params_file import setting_default
 from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASKS
 from pipeline.errors import PipelineError
 from pipeline.git import git

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.io import dotted_leaves
 from pipeline.paths import REPORTS

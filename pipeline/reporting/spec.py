@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from pipeline.config import describe_validation_error, read_yaml_file
+from pipeline.params_file import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.models import MODEL_NAMES
 from pipeline.reporting.columns import analysis_column_problem, mteb_column_problem, sts_column_problem

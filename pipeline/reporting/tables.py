@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.config import parse_params
+from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.reporting.runs import (
     ExperimentSearch,

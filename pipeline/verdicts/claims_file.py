@@ -26,7 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from pipeline.config import describe_validation_error, read_yaml_file
+from pipeline.params_file import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.spec import Spec, TablesFile, split_override

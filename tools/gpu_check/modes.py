@@ -128,7 +128,7 @@ def build_backbones(scratch: Path, mirror: Path, mode: Mode) -> dict[str, Path]:
 
 @functools.cache
 def paper_settings(backbone: str):
-    from pipeline.config import parse_params
+    from pipeline.params_file import parse_params
     from tools.gpu_hours import compose_paper_params
 
     return parse_params(compose_paper_params(backbone, conf=ROOT / "conf"))
