@@ -349,6 +349,34 @@ def reads_pooler(losses: Iterable[str], term_settings: Mapping[str, Any]) -> boo
     return any(loss_term(name).reads_pooler(settings) for name in loss_terms.validate_loss_names(losses))
 
 
+@dataclass(frozen=True)
+class TwinObjective:
+    """The twin objective with its terms and settings resolved once, before any step: a compiled step
+    traces only the terms' tensor code (`twin_objective` documents the objective)."""
+
+    terms: tuple[tuple[str, LossTerm], ...]
+    temperature: float = TEMPERATURE
+    gaussian: GaussianNegatives | None = None
+    ictn_kernel: IctnKernel = ictn
+    term_settings: Mapping[str, Any] = field(default_factory=loss_terms.term_setting_defaults)
+
+    @classmethod
+    def of(cls, losses: Iterable[str] | None = None, *, temperature: float = TEMPERATURE,
+           gaussian: GaussianNegatives | None = None, ictn_kernel: IctnKernel = ictn, **term_settings: Any) -> "TwinObjective":
+        """The selected terms (None = every declared term) in declaration order, the terms' own settings over
+        their declared defaults (an undeclared one is an error)."""
+        selected = loss_terms.validate_loss_names(loss_terms.LOSS_TERM_DECLARATIONS if losses is None else losses)
+        terms = tuple((name, loss_term(name)) for name in loss_terms.LOSS_TERM_DECLARATIONS if name in selected)
+        return cls(terms, temperature, gaussian, ictn_kernel, _with_defaults(term_settings))
+
+    def __call__(self, out: TwinOutput, generator: torch.Generator | None = None,
+                 direction: torch.Tensor | None = None) -> LossTerms:
+        inputs = ObjectiveInputs(out, self.temperature, self.gaussian, generator, self.ictn_kernel, direction,
+                                 self.term_settings)
+        terms = {name: term.compute(inputs) for name, term in self.terms}
+        return LossTerms(total=sum(terms.values()), terms=terms)
+
+
 def twin_objective(
     out: TwinOutput,
     losses: Iterable[str] | None = None,
@@ -370,12 +398,10 @@ def twin_objective(
     declaration order. Returns the total and each switched-on term. `gaussian` applies to every
     InfoNCE-type term; `ictn_kernel` computes the tensor-norm term; `term_settings` are the terms' own
     settings (`norm_factor`, `norm_input`: the norms the tensor-norm term reads, `norm_vectors`), the
-    declared defaults where not given.
+    declared defaults where not given. A training step builds the `TwinObjective` once instead.
     """
-    selected = loss_terms.validate_loss_names(loss_terms.LOSS_TERM_DECLARATIONS if losses is None else losses)
-    inputs = ObjectiveInputs(out, temperature, gaussian, generator, ictn_kernel, direction, _with_defaults(term_settings))
-    terms = {name: loss_term(name).compute(inputs) for name in loss_terms.LOSS_TERM_DECLARATIONS if name in selected}
-    return LossTerms(total=sum(terms.values()), terms=terms)
+    objective = TwinObjective.of(losses, temperature=temperature, gaussian=gaussian, ictn_kernel=ictn_kernel, **term_settings)
+    return objective(out, generator, direction)
 
 
 def distillation_loss(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:

@@ -144,6 +144,12 @@ class TwinTask(TrainingTask):
         super().__init__(model, tokenizer)
         self.settings, self.seed, self.ictn = settings, seed, ictn
         self.gaussian = gaussian_negatives(settings.gaussian, seed)
+        self.twin_objective = self._objective_with(ictn)
+
+    def _objective_with(self, ictn: losses.IctnKernel) -> losses.TwinObjective:
+        """The objective's terms and settings resolved once, outside the (compiled) step."""
+        return losses.TwinObjective.of(self.settings.losses, temperature=self.settings.temperature, gaussian=self.gaussian,
+                                       ictn_kernel=ictn, **self.settings.term_settings)
 
     @property
     def column_tokenizers(self) -> Tokenizers:
@@ -161,7 +167,7 @@ class TwinTask(TrainingTask):
     def with_ictn(self, ictn: losses.IctnKernel) -> TwinTask:
         """This task, on the same model, with another ICTN kernel."""
         twin = copy.copy(self)
-        twin.ictn = ictn
+        twin.ictn, twin.twin_objective = ictn, self._objective_with(ictn)
         return twin
 
     def step_inputs(self, step: int, batch: Batch) -> dict[str, torch.Tensor]:
@@ -173,10 +179,7 @@ class TwinTask(TrainingTask):
 
     def objective(self, model: nn.Module, batch: Batch, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         out = model(batch[0]["input_ids"], batch[0]["attention_mask"]).gather()
-        objective = losses.twin_objective(
-            out, self.settings.losses, temperature=self.settings.temperature, gaussian=self.gaussian,
-            ictn_kernel=self.ictn, direction=inputs.get("direction"), **self.settings.term_settings,
-        )
+        objective = self.twin_objective(out, direction=inputs.get("direction"))
         return {"loss": objective.total, **objective.terms}
 
     def embed(self, model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
