@@ -40,7 +40,7 @@ def test_an_unknown_family_is_one_line():
     from transformers import DistilBertConfig, DistilBertModel
 
     model = DistilBertModel(DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64))
-    with pytest.raises(PipelineError, match="model type 'distilbert' has no architecture adapter; supported: bert, roberta"):
+    with pytest.raises(PipelineError, match="model type 'distilbert' has no architecture adapter; supported: bert, llama, roberta"):
         architecture_of(model)
 
 
