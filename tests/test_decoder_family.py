@@ -6,7 +6,7 @@ LayerNorm study's layer access, with no other module knowing it is not a BERT.""
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoTokenizer, BertTokenizerFast, LlamaConfig, LlamaModel
+from transformers import AutoTokenizer, LlamaConfig, LlamaModel
 
 from pipeline.analysis import analyze_layers, inference_gmacs, thop_formula_gmacs, thop_gmacs, tower_norms
 from pipeline.config import TrainSettings
@@ -18,7 +18,7 @@ from pipeline.modeling import TwinEncoder, count_layernorms, drop_layernorms, la
 from pipeline.modeling.architecture import LlamaFamily, architecture_of, last_token
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import TwinTask
-from tiny_models import save_tiny_bert
+from tiny_models import save_tiny_family, save_tower_pair
 
 CPU = RunContext(torch.device("cpu"), None)
 LAYERS = 3
@@ -27,33 +27,25 @@ SENTENCES = ["a girl is styling her hair .", "a man plays a guitar", "two dogs r
 
 def save_tiny_llama(folder, seed: int):
     """A random Llama (hidden 32, 3 layers, attention dropout for the views) with the tiny BERT's tokenizer."""
-    save_tiny_bert(folder, seed)
-    tokenizer = BertTokenizerFast.from_pretrained(folder)
-    for weights in folder.glob("*.safetensors"):
-        weights.unlink()
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=2,
-        num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128, attention_dropout=0.1,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-    )
-    LlamaModel(config).save_pretrained(folder)
-    return folder
+
+    def build(tokenizer):
+        return LlamaModel(LlamaConfig(
+            vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=LAYERS, num_attention_heads=2,
+            num_key_value_heads=2, intermediate_size=64, max_position_embeddings=128, attention_dropout=0.1,
+            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+        ))
+
+    return save_tiny_family(folder, seed, build)
 
 
 @pytest.fixture(scope="module")
 def towers(tmp_path_factory):
-    root = tmp_path_factory.mktemp("llama")
-    return save_tiny_llama(root / "I", seed=1), save_tiny_llama(root / "II", seed=2)
+    return save_tower_pair(tmp_path_factory.mktemp("llama"), save_tiny_llama)
 
 
-@pytest.fixture(scope="module")
-def batch(towers):
-    return AutoTokenizer.from_pretrained(towers[0])(SENTENCES, padding=True, return_tensors="pt")
-
-
-def test_the_adapter_runs_the_stock_forward_layer_by_layer(towers, batch):
+def test_the_adapter_runs_the_stock_forward_layer_by_layer(towers):
     """Layer list, count (from the config), call signature, final norm and sentence token are the adapter's."""
+    batch = AutoTokenizer.from_pretrained(towers[0])(SENTENCES, padding=True, return_tensors="pt")
     model = load_backbone(towers[0]).eval()
     architecture = architecture_of(model)
     assert isinstance(architecture, LlamaFamily) and architecture.pooler(model) is None
