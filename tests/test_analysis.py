@@ -114,11 +114,11 @@ def test_gmacs_formula_matches_a_hand_count_and_doubles_for_a_twin():
     hand = 2 * (40960 + 6400 + 40960) + 32 * 32  # + pooler
     assert inference_gmacs(config, t) == pytest.approx(hand / 1e9)
     assert inference_gmacs(config, t, towers=2) == pytest.approx(2 * hand / 1e9)
-    assert inference_gmacs({"hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64}, t) == inference_gmacs(config, t)
+    assert inference_gmacs({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64}, t) == inference_gmacs(config, t)
     layer_norms = 4 * (1 + 2 * 2) * t * 32  # 4 per element of the embedding LayerNorm and 2 per layer
     assert thop_formula_gmacs(config, t) == pytest.approx((hand - 2 * 6400 + layer_norms) / 1e9)
     # BERT-base at 64 tokens: thop counts 5.44 per encoder; JTCSE Table VII prints 5.40 single, 10.90 twin
-    bert_base = {"hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072}
+    bert_base = {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "intermediate_size": 3072}
     assert thop_formula_gmacs(bert_base, 64) == pytest.approx(5.4413, abs=1e-4)
     assert thop_formula_gmacs(bert_base, 64, towers=2) == pytest.approx(10.90, abs=0.05)
     assert efficiency(79.70, 10.90) == pytest.approx(7.31, abs=0.01)
@@ -260,7 +260,8 @@ def _sums_of(attentions: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tens
     sums = _LayerSums(1, torch.tensor(punct_ids))
     output = SimpleNamespace(attentions=[attentions], last_hidden_state=torch.ones(len(mask), 4, 2),
                              pooler_output=torch.ones(len(mask), 2))
-    sums.add(input_ids, mask, output, [torch.ones(len(mask), mask.shape[1], 2)])
+    sums.add(input_ids, mask, output, [torch.ones(len(mask), mask.shape[1], 2)],
+             (output.last_hidden_state[:, 0], output.pooler_output))
     return sums.attention_sink(len(mask))
 
 

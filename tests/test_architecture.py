@@ -14,15 +14,14 @@ from pipeline.modeling.architecture import BertFamily, PreLayerNormFamily, archi
 from pipeline.execution.runtime import RunContext
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import TwinTask
-from tiny_models import save_tiny_bert, save_tiny_prelayernorm
+from tiny_models import save_tiny_bert, save_tiny_prelayernorm, save_tower_pair
 
 CPU = RunContext(torch.device("cpu"), None)
 
 
 @pytest.fixture(scope="module")
 def towers(tmp_path_factory):
-    root = tmp_path_factory.mktemp("prelayernorm")
-    return save_tiny_prelayernorm(root / "I", seed=1), save_tiny_prelayernorm(root / "II", seed=2)
+    return save_tower_pair(tmp_path_factory.mktemp("prelayernorm"), save_tiny_prelayernorm)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +39,7 @@ def test_an_unknown_family_is_one_line():
     from transformers import DistilBertConfig, DistilBertModel
 
     model = DistilBertModel(DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64))
-    with pytest.raises(PipelineError, match="model type 'distilbert' has no architecture adapter; supported: bert, roberta"):
+    with pytest.raises(PipelineError, match="model type 'distilbert' has no architecture adapter; supported: bert, llama, roberta"):
         architecture_of(model)
 
 

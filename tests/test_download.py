@@ -360,11 +360,13 @@ def test_a_hub_backbone_without_safetensors_is_refused_and_nothing_is_written(tm
 
 def _shrunken_standins(monkeypatch):
     """The registry's ids, configurations and tokenizers with shrunken layers (a test builds them in seconds)."""
+    import dataclasses
+
     from pipeline.data import standin_models
 
     shrink = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
     monkeypatch.setattr(standin_models, "STANDINS", {
-        source: standin_models.StandinArchitecture(arch.model_type, {**arch.config, **shrink})
+        source: dataclasses.replace(arch, config={**arch.config, **shrink})
         for source, arch in standin_models.STANDINS.items()
     })
 

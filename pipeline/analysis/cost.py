@@ -6,56 +6,38 @@ layers); `inference_gmacs` also counts the attention matrix products; `efficienc
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from pipeline.errors import PipelineError
+from pipeline.modeling.architecture import architecture_of
 
 DEFAULT_SEQ_LEN = 64  # the twin stage's max length in the released code
 
 
-
-def _architecture(config: Any) -> tuple[int, int, int]:
-    """(hidden size d, layers L, feed-forward size d_ff) of a config object or mapping."""
-    get = config.get if isinstance(config, Mapping) else lambda key: getattr(config, key, None)
-    values = [get(key) for key in ("hidden_size", "num_hidden_layers", "intermediate_size")]
-    if any(not isinstance(value, int) or value <= 0 for value in values):
-        raise PipelineError(
-            f"model config lacks hidden_size/num_hidden_layers/intermediate_size (got {values}); "
-            "inference cost is counted for BERT-family encoders only"
-        )
-    return values[0], values[1], values[2]
-
-
 def inference_gmacs(config: Any, seq_len: int = DEFAULT_SEQ_LEN, towers: int = 1) -> float:
     """Multiply-accumulates (×1e-9) of one forward pass of one sentence of `seq_len` tokens (T),
-    attention matrix products included (thop does not count them; see `thop_gmacs`).
+    attention matrix products included (thop does not count them; see `thop_gmacs`), by the formula of
+    the config's family (`Architecture.inference_macs`). An ensemble of `towers` encoders costs `towers`
+    times one encoder.
 
-    Per encoder layer: Q, K, V and output projections 4·T·d², attention scores QKᵀ and the weighted
-    sum of V 2·T²·d (over all heads), feed-forward 2·T·d·d_ff; plus the pooler d² (one [CLS] vector).
-    Not counted: embeddings (lookups), LayerNorm, softmax, GELU, biases, residual additions
-    (O(T·d) each). An ensemble of `towers` encoders costs `towers` times one encoder.
-
-    GMAC = L·(4Td² + 2T²d + 2Tdd_ff) + d², ×towers, ×1e-9.
+    BERT's family: per encoder layer the Q, K, V and output projections 4·T·d², attention scores QKᵀ
+    and the weighted sum of V 2·T²·d (over all heads), feed-forward 2·T·d·d_ff; plus the pooler d² (one
+    [CLS] vector). Not counted: embeddings (lookups), LayerNorm, softmax, GELU, biases, residual
+    additions (O(T·d) each). GMAC = L·(4Td² + 2T²d + 2Tdd_ff) + d², ×towers, ×1e-9.
     """
-    d, layers, d_ff = _architecture(config)
-    t = int(seq_len)
-    per_layer = 4 * t * d * d + 2 * t * t * d + 2 * t * d * d_ff
-    return towers * (layers * per_layer + d * d) / 1e9
+    return towers * architecture_of(config).inference_macs(config, seq_len) / 1e9
 
 
 def thop_formula_gmacs(config: Any, seq_len: int = DEFAULT_SEQ_LEN, towers: int = 1) -> float:
-    """What thop counts for a BERT-family encoder, written out (tests prove it equal to `thop_gmacs`):
-    every nn.Linear in·out per output row (Q, K, V, output 4·T·d², feed-forward 2·T·d·d_ff, the
-    pooler d² on its one [CLS] row) and every LayerNorm 4 per element (normalise 2, affine 2; 1 + 2L
-    of them, T·d elements); embeddings, softmax, GELU and the attention matrix products count zero.
+    """What thop counts for one encoder of the config's family, written out (`Architecture.thop_macs`;
+    tests prove it equal to `thop_gmacs`). BERT's family: every nn.Linear in·out per output row (Q, K, V,
+    output 4·T·d², feed-forward 2·T·d·d_ff, the pooler d² on its one [CLS] row) and every LayerNorm 4 per
+    element (normalise 2, affine 2; 1 + 2L of them, T·d elements); embeddings, softmax, GELU and the
+    attention matrix products count zero.
 
     GMAC = L·(4Td² + 2Tdd_ff) + d² + 4·(1 + 2L)·T·d, ×towers, ×1e-9."""
-    d, layers, d_ff = _architecture(config)
-    t = int(seq_len)
-    return towers * (layers * (4 * t * d * d + 2 * t * d * d_ff) + d * d + 4 * (1 + 2 * layers) * t * d) / 1e9
+    return towers * architecture_of(config).thop_macs(config, seq_len) / 1e9
 
 
 def thop_gmacs(model: torch.nn.Module, seq_len: int = DEFAULT_SEQ_LEN) -> float:

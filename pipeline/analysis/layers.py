@@ -130,10 +130,6 @@ def load_eager_model(model: str | Path, device: torch.device | str = "cpu"):
     return load_backbone(model, attn_implementation="eager").to(device).eval()
 
 
-def _self_attention_modules(model) -> list[torch.nn.Module]:
-    """Each encoder layer's self-attention module, as the model's architecture adapter finds it."""
-    architecture = architecture_of(model)
-    return [architecture.self_attention(layer) for layer in architecture.layers(model)]
 
 
 class _LayerSums:
@@ -148,8 +144,10 @@ class _LayerSums:
         self.last_norms: list[torch.Tensor] = []
         self.pooler_norms: list[torch.Tensor] = []
 
-    def add(self, input_ids: torch.Tensor, mask: torch.Tensor, output: Any, contexts: Sequence[torch.Tensor]) -> None:
-        """One batch: its ids and mask, the encoder output (attentions included) and each layer's context tensor."""
+    def add(self, input_ids: torch.Tensor, mask: torch.Tensor, output: Any, contexts: Sequence[torch.Tensor],
+            sentence_outputs: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """One batch: its ids and mask, the encoder output (attentions included), each layer's context tensor
+        and (h^L, h^P) as the family's adapter reads them."""
         lengths = mask.sum(1)
         rows = torch.arange(len(mask), device=mask.device)
         has_punct = (lengths >= 3) & torch.isin(input_ids[rows, (lengths - 2).clamp_min(0)], self.punct_ids)
@@ -161,8 +159,9 @@ class _LayerSums:
             received = attention_received(output.attentions[layer], mask, has_punct)
             for key, values in received.items():
                 self.sink[key][layer] += values.nan_to_num(0.0).sum().cpu()
-        self.last_norms.append(output.last_hidden_state[:, 0].double().norm(dim=-1).cpu())
-        self.pooler_norms.append(output.pooler_output.double().norm(dim=-1).cpu())
+        last_cls, pooler_output = sentence_outputs
+        self.last_norms.append(last_cls.double().norm(dim=-1).cpu())
+        self.pooler_norms.append(pooler_output.double().norm(dim=-1).cpu())
 
     def attention_sink(self, count: int) -> dict[str, Any]:
         """Means over the `count` sentences (final punctuation: over those that end in it), and the
@@ -182,18 +181,20 @@ class _LayerSums:
         }
 
 
-def _run_layers(encoder, tokenizer, unique: list[str], sums: _LayerSums, modules, max_length: int, batch_size: int, device, description: str) -> None:
-    """Encode `unique` in batches with a forward hook on every `attention.self` capturing its
-    context tensor, adding each batch to `sums`."""
-    contexts: list[torch.Tensor | None] = [None] * len(modules)
+def _run_layers(encoder, tokenizer, unique: list[str], sums: _LayerSums, max_length: int, batch_size: int, device, description: str) -> None:
+    """Encode `unique` in batches with a hook on every layer capturing its context tensor (where the
+    family's adapter says it is read, `Architecture.capture_context`), adding each batch to `sums`."""
+    architecture = architecture_of(encoder)
+    layers = architecture.layers(encoder)
+    contexts: list[torch.Tensor | None] = [None] * len(layers)
 
     def capture(index: int):
-        def hook(_module, _inputs, output):
-            contexts[index] = output[0]
+        def store(context: torch.Tensor) -> None:
+            contexts[index] = context
 
-        return hook
+        return store
 
-    handles = [module.register_forward_hook(capture(index)) for index, module in enumerate(modules)]
+    handles = [architecture.capture_context(layer, capture(index)) for index, layer in enumerate(layers)]
     try:
         with torch.inference_mode(), tqdm(total=len(unique), desc=description, unit="sent") as progress:
             for start in range(0, len(unique), batch_size):
@@ -202,7 +203,7 @@ def _run_layers(encoder, tokenizer, unique: list[str], sums: _LayerSums, modules
                 ).to(device)
                 mask = batch["attention_mask"]
                 output = encoder(input_ids=batch["input_ids"], attention_mask=mask, output_attentions=True)
-                sums.add(batch["input_ids"], mask, output, contexts)
+                sums.add(batch["input_ids"], mask, output, contexts, architecture.sentence_outputs(encoder, output, mask))
                 progress.update(len(mask))
     finally:
         for handle in handles:
@@ -221,7 +222,8 @@ def analyze_layers(
     """E_CLS per layer, attention received per layer and the norms of h^L and h^P, in one eager pass.
 
     The context tensor of each layer (input of the attention output projection) is read with a
-    forward hook on `attention.self`; the attention probabilities come from
+    hook where the family's adapter says (`Architecture.capture_context`; BERT's `attention.self`);
+    the attention probabilities come from
     `output_attentions=True`. Every per-sentence quantity is averaged over sentences with equal
     weight; sentences are batched by length (padding never changes a result: padded keys get
     exactly zero attention and padded queries/tokens are masked out).
@@ -230,14 +232,14 @@ def analyze_layers(
 
     tokenizer = load_tokenizer(model)
     encoder = load_eager_model(model, device)
-    modules = _self_attention_modules(encoder)
-    sums = _LayerSums(len(modules), punctuation_ids(tokenizer).to(device))
+    layer_count = architecture_of(encoder).layer_count(encoder.config)
+    sums = _LayerSums(layer_count, punctuation_ids(tokenizer).to(device))
     unique = sorted(dict.fromkeys(sentences), key=lambda s: (-len(s), s))
     started = time.perf_counter()
-    _run_layers(encoder, tokenizer, unique, sums, modules, max_length, batch_size, device, description)
+    _run_layers(encoder, tokenizer, unique, sums, max_length, batch_size, device, description)
     seconds = time.perf_counter() - started
     count = len(unique)
-    log.info("%s: %d layers over %d sentences in %.1f s (%.0f sentences/s)", description, len(modules), count, seconds, count / max(seconds, 1e-9))
+    log.info("%s: %d layers over %d sentences in %.1f s (%.0f sentences/s)", description, layer_count, count, seconds, count / max(seconds, 1e-9))
     return LayerAnalysis(
         e_cls=(sums.e_cls / count).tolist(),
         attention_sink=sums.attention_sink(count),

@@ -4,7 +4,8 @@ over a fixed, seeded sample of corpus sentences.
 TNCSE: "We first randomly select 100 sentences from Wiki1M. Then we remove the last several layers
 of LayerNorm of the encoder, and report the average norm of the last hidden state". Each tower is
 loaded with `load_backbone`, so a tower trained with LayerNorms removed is probed without them;
-its eval-mode forward (no dropout) gives h^L = last_hidden_state[:, 0] and h^P = pooler_output.
+its eval-mode forward (no dropout) gives h^L and h^P as its family's adapter reads them
+(`Architecture.sentence_outputs`: in BERT's, last_hidden_state[:, 0] and pooler_output).
 A model with several towers (a twin, the UC ensemble) pools its towers' norms: the statistics are
 over every (tower, sentence), each tower's own under `towers`.
 """
@@ -23,6 +24,7 @@ from tqdm.auto import tqdm
 from pipeline.analysis.norms import summary_statistics
 from pipeline.errors import PipelineError
 from pipeline.modeling import load_backbone, load_tokenizer
+from pipeline.modeling.architecture import architecture_of
 from pipeline.modeling.layernorm import CONFIG_KEY
 
 PROBE_SENTENCES = 100  # the papers' sample size
@@ -47,13 +49,15 @@ def tower_norms(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(‖h^L‖, ‖h^P‖) per sentence of one model folder, in float64 norms of its eval-mode outputs."""
     model, tokenizer = load_backbone(tower).to(device).eval(), load_tokenizer(tower)
+    architecture = architecture_of(model)
     last, pooler = [], []
     for start in range(0, len(sentences), batch_size):
         batch = tokenizer(list(sentences[start:start + batch_size]), padding=True, truncation=True,
                           max_length=max_length, return_tensors="pt").to(device)
         output = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-        last.append(output.last_hidden_state[:, 0].double().norm(dim=-1).cpu())
-        pooler.append(output.pooler_output.double().norm(dim=-1).cpu())
+        last_cls, pooler_output = architecture.sentence_outputs(model, output, batch["attention_mask"])
+        last.append(last_cls.double().norm(dim=-1).cpu())
+        pooler.append(pooler_output.double().norm(dim=-1).cpu())
     return torch.cat(last).numpy(), torch.cat(pooler).numpy()
 
 

@@ -30,8 +30,9 @@ ROBERTA_SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4
 
 @dataclass(frozen=True)
 class StandinArchitecture:
-    model_type: Literal["bert", "roberta"]
+    model_type: str  # a `config.model_type` with an architecture adapter (pipeline/modeling/architecture.py)
     config: dict  # the published config.json's architecture fields
+    tokenizer: Literal["wordpiece", "byte_level_bpe"] = "wordpiece"  # how its tokenizer is built offline
 
 
 BERT_BASE = {
@@ -46,7 +47,7 @@ ROBERTA_BASE = {
 STANDINS = {
     "bert-base-uncased": StandinArchitecture("bert", BERT_BASE),
     "ffgcc/InfoCSE-bert-base": StandinArchitecture("bert", BERT_BASE),
-    "roberta-base": StandinArchitecture("roberta", ROBERTA_BASE),
+    "roberta-base": StandinArchitecture("roberta", ROBERTA_BASE, "byte_level_bpe"),
 }
 
 
@@ -78,24 +79,26 @@ def build_standin(source: str, folder: Path, corpus: Path, seed: int, shrink: di
     """Write `source`'s stand-in (config.json, model.safetensors, tokenizer files) into `folder`.
     `shrink` replaces configuration fields (the GPU check's CPU mode: the same architectures, smaller)."""
     import torch
-    from transformers import AutoModel, BertConfig, RobertaConfig
+    from transformers import AutoConfig, AutoModel
+
+    from pipeline.modeling.architecture import architecture_of
 
     if source not in STANDINS:
         raise PipelineError(
             f"data.hub_endpoint=standin has no offline stand-in for '{source}'; it builds: {', '.join(STANDINS)}"
         )
     architecture = STANDINS[source]
-    config_class = BertConfig if architecture.model_type == "bert" else RobertaConfig
-    config = config_class(**{**architecture.config, **(shrink or {})})
+    config = AutoConfig.for_model(architecture.model_type, **{**architecture.config, **(shrink or {})})
     folder.mkdir(parents=True, exist_ok=True)
     # seeded per id: BERT-base and InfoCSE-bert-base share a configuration, and identical weights would
     # let the UC partner hit the backbone's embedding cache instead of being evaluated
     torch.manual_seed(seed + zlib.crc32(source.encode()))
-    model = AutoModel.from_config(config)  # random weights, the architecture's own initialisation
+    # random weights, the architecture's own initialisation, built as its family loads it (BERT's: with a pooler)
+    model = AutoModel.from_config(config, **architecture_of(config).load_options())
     model.save_pretrained(folder, safe_serialization=True)
-    if architecture.model_type == "bert":
+    if architecture.tokenizer == "wordpiece":
         _wordpiece_tokenizer(folder)
     else:
         _byte_level_bpe_tokenizer(folder, corpus, config.vocab_size, config.max_position_embeddings - 2)
     log.warning("built a stand-in of '%s' offline (%s configuration, random weights, %s tokenizer)",
-                source, architecture.model_type, "WordPiece" if architecture.model_type == "bert" else "corpus BPE")
+                source, architecture.model_type, "WordPiece" if architecture.tokenizer == "wordpiece" else "corpus BPE")

@@ -1,12 +1,14 @@
-"""One sentence encoder over a stock Hugging Face BERT-family model, with the SimCSE poolers.
+"""One sentence encoder over a stock Hugging Face model of a registered family, with the SimCSE poolers.
 
-A single forward pass returns everything the losses and the evaluation need: the last-layer
-[CLS] (`h^L`), the backbone's pooler output (`h^P`, dense + tanh over [CLS]; the SimCSE training
-MLP) and the embedding of the chosen pooler.
+A single forward pass returns everything the losses and the evaluation need: the last layer's
+sentence vector (`h^L`; [CLS] in BERT's family), the pooler output (`h^P`, dense + tanh over [CLS]
+in BERT's family, the SimCSE training MLP; the sentence vector itself in a family without a pooler)
+and the embedding of the chosen pooler. What is family-specific is asked of its adapter
+(`pipeline.modeling.architecture`).
 
-Inference with a [CLS] pooler (`last_layer_cls`): only the last layer's [CLS] row is ever read, and
-the other rows of the last layer feed nothing, so that layer runs for the [CLS] row alone (its
-keys and values still cover every token). Same values as the stock forward up to float rounding;
+Inference with a [CLS] pooler (`last_layer_cls`) in a family whose layers run part by part
+(`UnrolledLayer`): only the last layer's [CLS] row is ever read, and the other rows of the last
+layer feed nothing, so that layer runs for the [CLS] row alone (its keys and values still cover every token). Same values as the stock forward up to float rounding;
 it saves about (1 - 1/6)/L of the encoder's matmuls (14% for MiniLM-L6, 7% for BERT-base).
 Training keeps the stock forward, so dropout draws the same random masks as the stock model.
 """
@@ -20,12 +22,11 @@ import torch
 from safetensors import SafetensorError
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.masking_utils import create_bidirectional_mask
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.errors import PipelineError
-from pipeline.modeling.architecture import architecture_of, architecture_of_layer
+from pipeline.modeling.architecture import UnrolledLayer, architecture_of, unrolled_layer_of
 from pipeline.modeling.layernorm import check_missing_keys, drop_layernorms, dropped_layers, quiet_transformers, recorded_drop
 from pipeline.settings_rules import POOLERS, validate_pooler
 
@@ -34,36 +35,30 @@ _CLS_POOLERS = ("cls", "cls_before_pooler")
 
 
 class EncoderOutput(NamedTuple):
-    last_cls: torch.Tensor  # (B, d) [CLS] of the last hidden state, h^L
-    pooler_output: torch.Tensor  # (B, d) dense + tanh over [CLS], h^P
+    last_cls: torch.Tensor  # (B, d) the last layer's sentence vector ([CLS] in BERT's family), h^L
+    pooler_output: torch.Tensor  # (B, d) the pooler's output (dense + tanh over [CLS] in BERT's family), h^P
     pooled: torch.Tensor  # (B, d) the embedding of the chosen pooler
 
 
 def require_pooler_layer(model: PreTrainedModel) -> None:
-    """The norm loss and SimCSE's training MLP both read the backbone's own pooler layer."""
-    if architecture_of(model).pooler(model) is None:
+    """The norm loss and SimCSE's training MLP both read the backbone's own pooler layer, where its family has one."""
+    architecture = architecture_of(model)
+    if architecture.has_pooler_layer and architecture.pooler(model) is None:
         raise PipelineError(
-            f"backbone {type(model).__name__} has no pooler layer; load it with add_pooling_layer=True"
+            f"backbone {type(model).__name__} has no pooler layer; load it with its pooler (load_backbone)"
         )
 
 
 def set_dropout(model: nn.Module, p: float) -> nn.Module:
     """Set the hidden and attention-probability dropout of an already built model to `p`.
 
-    Every `nn.Dropout` is updated (embeddings, attention probabilities, attention output,
-    feed-forward output); the attention functions read `module.dropout.p` at call time, so the
-    change applies to SDPA and eager attention alike. The config is updated too, so a saved model
+    Every dropout the family has is updated (`Architecture.set_dropout`: in BERT's each `nn.Dropout`,
+    read at call time by SDPA and eager attention alike), and the config too, so a saved model
     records the dropout it was trained with.
     """
     if not 0.0 <= p < 1.0:
         raise PipelineError(f"dropout={p} is not a probability; allowed: 0 <= dropout < 1")
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = p
-    config = getattr(model, "config", None)
-    if config is not None:
-        for key in architecture_of(config).dropout_config_keys:
-            setattr(config, key, p)
+    architecture_of(model).set_dropout(model, p)
     return model
 
 
@@ -91,7 +86,8 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
 
 
 def load_backbone(path: str | Path, dropout: float | None = None, **options) -> PreTrainedModel:
-    """A BERT-family model with its pooler layer (random if the checkpoint lacks one); the one loader
+    """A model of a registered family, loaded as its adapter says (BERT's: with its pooler layer, random if
+    the checkpoint lacks one); the one loader
     of model folders: a corrupt or unreadable one is a one-line error (`model_folder_errors`).
     A model saved with LayerNorms removed (`dropped_layernorm_layers` in its config) gets the same
     LayerNorms removed again (`pipeline.modeling.layernorm`), so it embeds as it did in training.
@@ -100,11 +96,12 @@ def load_backbone(path: str | Path, dropout: float | None = None, **options) -> 
     Only safetensors weights load: a hub id or folder with nothing but a pickled `.bin` is refused."""
     options = {"dtype": torch.float32, "use_safetensors": True, **options}
     with model_folder_errors(path):
+        options = {**architecture_of(AutoConfig.from_pretrained(str(path))).load_options(), **options}
         if not recorded_drop(path):
-            model = AutoModel.from_pretrained(str(path), add_pooling_layer=True, **options)
+            model = AutoModel.from_pretrained(str(path), **options)
         else:  # the removed LayerNorms are missing from the weights on purpose: no "newly initialized" report
             with quiet_transformers():
-                model, info = AutoModel.from_pretrained(str(path), add_pooling_layer=True, output_loading_info=True, **options)
+                model, info = AutoModel.from_pretrained(str(path), output_loading_info=True, **options)
             check_missing_keys(model, info["missing_keys"], path)
     require_pooler_layer(model)
     if dropped_layers(model):
@@ -141,10 +138,12 @@ def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
 def pool(
     pooler: str,
     hidden_states: tuple[torch.Tensor, ...],
+    last_cls: torch.Tensor,
     pooler_output: torch.Tensor,
     attention_mask: torch.Tensor,
 ) -> torch.Tensor:
-    """SimCSE's poolers. `hidden_states[0]` is the embedding output, `[-1]` the last layer.
+    """SimCSE's poolers. `hidden_states[0]` is the embedding output, `[-1]` the last layer; `last_cls` and
+    `pooler_output` are the family's h^L and h^P (`Architecture.sentence_outputs`).
 
     `avg_first_last` averages the first Transformer layer's output (`hidden_states[1]`, as in
     SimCSE's evaluation script) and the last layer's, then takes the masked mean.
@@ -154,7 +153,7 @@ def pool(
     if pooler == "cls":
         return pooler_output
     if pooler == "cls_before_pooler":
-        return last[:, 0]
+        return last_cls
     if pooler == "avg":
         return masked_mean(last, attention_mask)
     if pooler == "avg_first_last":
@@ -191,12 +190,12 @@ def layer_forward(
     attends over all keys and the rest of the layer runs at [CLS] — the same value as the whole
     layer's row 0.
     """
-    architecture = architecture_of_layer(layer)
+    architecture = unrolled_layer_of(layer)
     attention = architecture.self_attention(layer)
     query, key, _ = architecture.projections(layer)
     value_layer = layer if value_layer is None else value_layer
     value_hidden = hidden if value_hidden is None else value_hidden
-    value_architecture = architecture_of_layer(value_layer)
+    value_architecture = unrolled_layer_of(value_layer)
     normed, value_normed = architecture.attention_input(layer, hidden), value_architecture.attention_input(value_layer, value_hidden)
     query_hidden = hidden[:, :1] if cls_only else hidden
     if cls_only and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
@@ -232,25 +231,31 @@ def layer_cls(
 
 
 def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """The stock model's `last_hidden_state[:, 0]`, with the last layer run for [CLS] only: (B, d)."""
+    """h^L, the stock model's sentence vector: (B, d). In a family whose layers run part by part
+    (`UnrolledLayer`) `last_hidden_state[:, 0]` with the last layer run for [CLS] only; in another the
+    stock forward's sentence vector (`Architecture.sentence_vector`)."""
     architecture = architecture_of(model)
+    if not isinstance(architecture, UnrolledLayer):
+        last = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return architecture.sentence_vector(last, attention_mask)
     hidden = architecture.embed(model, input_ids)
-    mask = create_bidirectional_mask(config=model.config, inputs_embeds=hidden, attention_mask=attention_mask)
+    mask = architecture.layer_context(model, hidden, attention_mask)
     *lower_layers, last_layer = architecture.layers(model)
     for layer in lower_layers:
-        hidden = layer(hidden, mask)
+        hidden = architecture.run_layer(layer, hidden, mask)
     return architecture.final_norm(model, layer_cls(last_layer, hidden, mask))
 
 
 class SentenceEncoder(nn.Module):
-    """A stock BERT/RoBERTa model plus a pooler choice; `model` stays a plain PreTrainedModel."""
+    """A stock model of a registered family plus a pooler choice; `model` stays a plain PreTrainedModel."""
 
     def __init__(self, model: PreTrainedModel, pooler: str = "cls_before_pooler", cls_only_last_layer: bool = True):
         super().__init__()
         require_pooler_layer(model)
         self.model = model
         self.pooler = validate_pooler(pooler)
-        # in eval mode with a [CLS] pooler, run the last layer for [CLS] only (module doc); False: the stock forward
+        # in eval mode with a [CLS] pooler, run the last layer for [CLS] only where the family's layers run part
+        # by part (module doc); False: the stock forward
         self.cls_only_last_layer = cls_only_last_layer
 
     @classmethod
@@ -260,9 +265,12 @@ class SentenceEncoder(nn.Module):
         return cls(load_backbone(path, dropout), pooler, cls_only_last_layer)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
-        if self.pooler in _CLS_POOLERS and not self.model.training and self.cls_only_last_layer:
+        architecture = architecture_of(self.model)
+        row_only = self.cls_only_last_layer and isinstance(architecture, UnrolledLayer)
+        if self.pooler in _CLS_POOLERS and not self.model.training and row_only:
             last_cls = last_layer_cls(self.model, input_ids, attention_mask)
-            pooler_output = architecture_of(self.model).pooler(self.model)(last_cls.unsqueeze(1))  # the pooler reads row 0
+            # the pooler reads row 0
+            pooler_output = architecture.pooler_output(self.model, last_cls.unsqueeze(1), attention_mask)
             return EncoderOutput(last_cls, pooler_output, pooler_output if self.pooler == "cls" else last_cls)
         output = self.model(
             input_ids=input_ids,
@@ -270,8 +278,5 @@ class SentenceEncoder(nn.Module):
             output_hidden_states=self.pooler in _POOLERS_NEEDING_ALL_LAYERS,
         )
         hidden_states = output.hidden_states or (output.last_hidden_state,)
-        return EncoderOutput(
-            last_cls=output.last_hidden_state[:, 0],
-            pooler_output=output.pooler_output,
-            pooled=pool(self.pooler, hidden_states, output.pooler_output, attention_mask),
-        )
+        last_cls, pooler_output = architecture.sentence_outputs(self.model, output, attention_mask)
+        return EncoderOutput(last_cls, pooler_output, pool(self.pooler, hidden_states, last_cls, pooler_output, attention_mask))

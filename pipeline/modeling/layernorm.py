@@ -1,8 +1,9 @@
 """The papers' LayerNorm study (TNCSE Figure 5, JTCSE Fig. 8): LayerNorms of the last k encoder layers removed.
 
-"Removed" in code: in each of the last k encoder layers, both LayerNorms — the one after the
+"Removed" in code: in each of the last k encoder layers, both LayerNorms — in BERT's family the one after the
 attention block (`layer.attention.output.LayerNorm`) and the one after the feed-forward block
-(`layer.output.LayerNorm`) — become `nn.Identity`. The residual additions stay: each block still
+(`layer.output.LayerNorm`); in another family its `layernorm_slots`, of its `norm_classes` (an RMSNorm, say)
+— become `nn.Identity`. The residual additions stay: each block still
 returns dropout(dense(x)) + its input, only the normalisation of that sum is gone. The embeddings'
 LayerNorm and the pooler are untouched. TNCSE: "include two LayerNorms in each of their encoder
 layers, which are located after the attention layer and after the FNN, respectively"; "remove the
@@ -34,7 +35,6 @@ from pipeline.errors import PipelineError
 log = logging.getLogger(__name__)
 
 CONFIG_KEY = "dropped_layernorm_layers"
-LAYERNORMS_PER_LAYER = 2  # after attention, after the feed-forward block
 
 
 def dropped_layers(model: PreTrainedModel) -> int:
@@ -59,10 +59,11 @@ def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
         )
     for layer in layers[len(layers) - k:] if k else []:
         for parent, name in architecture.layernorm_slots(layer):
-            if not isinstance(getattr(parent, name), (nn.LayerNorm, nn.Identity)):
+            if not isinstance(getattr(parent, name), (*architecture.norm_classes, nn.Identity)):
                 raise PipelineError(
-                    f"drop_layernorm: {type(model).__name__} layer has no LayerNorm at {name}; "
-                    "only BERT-family encoders (BERT, RoBERTa, MiniLM) are supported"
+                    f"drop_layernorm: {type(model).__name__} layer has no "
+                    f"{'/'.join(c.__name__ for c in architecture.norm_classes)} at {name}; "
+                    "its family's adapter names other norms (layernorm_slots, pipeline/modeling/architecture.py)"
                 )
             setattr(parent, name, nn.Identity())
     if k:
@@ -71,8 +72,9 @@ def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
 
 
 def count_layernorms(model: PreTrainedModel) -> int:
-    """The `nn.LayerNorm` modules left in the encoder layers (2 per layer in a stock model)."""
-    return sum(isinstance(module, nn.LayerNorm) for module in architecture_of(model).layers(model).modules())
+    """The norms (the family's `norm_classes`) left in the encoder layers (2 per layer in a stock model)."""
+    architecture = architecture_of(model)
+    return sum(isinstance(module, architecture.norm_classes) for module in architecture.layers(model).modules())
 
 
 def recorded_drop(path: str | Path) -> int:
@@ -103,11 +105,11 @@ def check_missing_keys(model: PreTrainedModel, missing: list[str], path: str | P
     architecture = architecture_of(model)
     layers = architecture.layers(model)
     module_names = {id(module): name for name, module in model.named_modules()}
-    removed = {
+    removed = {  # each removed norm's own parameters (an RMSNorm has no bias)
         f"{module_names[id(parent)]}.{slot}.{name}"
         for layer in (layers[len(layers) - k:] if k else [])
         for parent, slot in architecture.layernorm_slots(layer)
-        for name in ("weight", "bias")
+        for name, _ in getattr(parent, slot).named_parameters()
     }
     unexpected = sorted(key for key in missing if key.removeprefix(f"{model.base_model_prefix}.") not in removed)
     if unexpected:

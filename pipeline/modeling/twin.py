@@ -1,6 +1,7 @@
 """The twin-tower encoder of TNCSE and its cross-attention extension JTCSE (JTCSE Eq. 7-10).
 
-Each tower is a stock Hugging Face BERT-family model with its own weights. A batch of N
+Each tower is a stock Hugging Face model of a registered family (`pipeline.modeling.architecture`) with its
+own weights; h^L is the family's sentence vector ([CLS] in BERT's), h^P its pooler output. A batch of N
 sentences becomes 2N interleaved dropout views per tower: the two views of sentence k sit at rows
 2k and 2k+1.
 
@@ -28,6 +29,7 @@ the normal streams' inputs and feeds nothing; c = [CLS] of the last CAEL's (`cro
 or the mean over all CAELs (`"mean"`). With `"last"` every cael > 0 gives the same model.
 
 In both modes the normal streams never read a cross stream, so inference is two plain encoders.
+The cross-attention runs a layer part by part, so cael > 0 needs a family that implements `UnrolledLayer`.
 """
 
 from typing import NamedTuple
@@ -35,10 +37,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 from transformers import PreTrainedModel
-from transformers.masking_utils import create_bidirectional_mask
 
 from pipeline.errors import PipelineError
-from pipeline.modeling.architecture import architecture_of
+from pipeline.modeling.architecture import Architecture, UnrolledLayer, architecture_of
 from pipeline.modeling.distributed import gather_with_grad
 from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
 from pipeline.settings_rules import validate_cael, validate_cross_mode, validate_cross_outputs
@@ -96,7 +97,10 @@ class TwinEncoder(nn.Module):
         super().__init__()
         for tower in (tower_I, tower_II):
             require_pooler_layer(tower)
-        shapes = [(t.config.num_hidden_layers, t.config.hidden_size) for t in (tower_I, tower_II)]
+            if cael and not isinstance(architecture_of(tower), UnrolledLayer):
+                raise PipelineError(f"train.cael={cael}: JTCSE's cross-attention runs a layer part by part, which "
+                                    f"{type(architecture_of(tower)).__name__} does not; allowed: cael 0 (TNCSE)")
+        shapes = [(architecture_of(t).layer_count(t.config), t.config.hidden_size) for t in (tower_I, tower_II)]
         if shapes[0] != shapes[1]:
             raise PipelineError(
                 f"towers differ in (layers, hidden size): I={shapes[0]}, II={shapes[1]}; allowed: equal shapes"
@@ -132,33 +136,45 @@ class TwinEncoder(nn.Module):
         view_ids = input_ids.repeat_interleave(2, dim=0)
         view_mask = attention_mask.repeat_interleave(2, dim=0)
         if self.cael == 0:
-            outputs = [tower(input_ids=view_ids, attention_mask=view_mask) for tower in self.towers]
+            outputs = [architecture_of(tower).sentence_outputs(tower, tower(input_ids=view_ids, attention_mask=view_mask),
+                                                                view_mask) for tower in self.towers]
             return TwinOutput(
-                last_cls=torch.stack([o.last_hidden_state[:, 0] for o in outputs]),
-                pooler_output=torch.stack([o.pooler_output for o in outputs]),
+                last_cls=torch.stack([last for last, _ in outputs]),
+                pooler_output=torch.stack([pooled for _, pooled in outputs]),
                 cross_cls=None,
             )
         if self.cross_mode == "side":
             return self._forward_with_side_outputs(view_ids, view_mask)
         return self._forward_with_cross_streams(view_ids, view_mask)
 
+    @property
+    def architectures(self) -> list[Architecture]:
+        """Each tower's family adapter (`pipeline.modeling.architecture`)."""
+        return [architecture_of(tower) for tower in self.towers]
+
     def _embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
         """Each tower's embedding output and the attention mask its attention implementation takes."""
         hidden = [architecture_of(tower).embed(tower, input_ids) for tower in self.towers]
         masks = [
-            create_bidirectional_mask(config=tower.config, inputs_embeds=states, attention_mask=attention_mask)
-            for tower, states in zip(self.towers, hidden)
+            architecture.layer_context(tower, states, attention_mask)
+            for architecture, tower, states in zip(self.architectures, self.towers, hidden)
         ]
         return hidden, masks
 
-    def _outputs(self, hidden: list[torch.Tensor], cross_cls: torch.Tensor) -> TwinOutput:
+    def _run_layers(self, layers: list[nn.Module], hidden: list[torch.Tensor], masks: list) -> list[torch.Tensor]:
+        """Each tower's stock layer on its own stream."""
+        return [architecture.run_layer(layer, states, mask)
+                for architecture, layer, states, mask in zip(self.architectures, layers, hidden, masks)]
+
+    def _outputs(self, hidden: list[torch.Tensor], cross_cls: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
         """The stock model's outputs from the last layer's states (after the encoder's final norm, if its
         family has one); the cross [CLS] rows pass the same norm."""
-        architectures = [architecture_of(tower) for tower in self.towers]
+        architectures = self.architectures
         hidden = [architecture.final_norm(tower, states) for architecture, tower, states in zip(architectures, self.towers, hidden)]
         return TwinOutput(
-            last_cls=torch.stack([states[:, 0] for states in hidden]),
-            pooler_output=torch.stack([architecture.pooler(tower)(states)
+            last_cls=torch.stack([architecture.sentence_vector(states, attention_mask)
+                                  for architecture, states in zip(architectures, hidden)]),
+            pooler_output=torch.stack([architecture.pooler_output(tower, states, attention_mask)
                                        for architecture, tower, states in zip(architectures, self.towers, hidden)]),
             cross_cls=torch.stack([architecture.final_norm(tower, rows)
                                    for architecture, tower, rows in zip(architectures, self.towers, cross_cls)]),
@@ -179,9 +195,10 @@ class TwinEncoder(nn.Module):
                     layer_forward(layers[1], inputs[1], masks[1], layers[0], inputs[0], cls_only=index == last_index),
                 ]
             elif cross is not None:
-                cross = [layer(states, mask) for layer, states, mask in zip(layers, cross, masks)]
-            hidden = [layer(states, mask) for layer, states, mask in zip(layers, hidden, masks)]
-        return self._outputs(hidden, torch.stack([states[:, 0] for states in cross]))
+                cross = self._run_layers(layers, cross, masks)
+            hidden = self._run_layers(layers, hidden, masks)
+        # layer L's cross outputs are its [CLS] row alone (cls_only), row 0
+        return self._outputs(hidden, torch.stack([states[:, 0] for states in cross]), attention_mask)
 
     def _forward_with_side_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
         """The stock forward, unrolled layer by layer so the CAELs can read both towers' inputs."""
@@ -198,8 +215,8 @@ class TwinEncoder(nn.Module):
                         ]
                     )
                 )
-            hidden = [layer(states, mask) for layer, states, mask in zip(layers, hidden, masks)]
-        return self._outputs(hidden, torch.stack(cross_cls).mean(0))
+            hidden = self._run_layers(layers, hidden, masks)
+        return self._outputs(hidden, torch.stack(cross_cls).mean(0), attention_mask)
 
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

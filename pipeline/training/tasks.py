@@ -6,8 +6,9 @@
 - `DistillTask` (distill@<teacher>): a fresh backbone regressed by MSE onto a frozen ensemble.
 
 Each also knows how to embed sentences for model selection on STS-B dev (the inference embedding
-of the papers: last-layer [CLS], summed over towers for a twin) and how to save its result in
-Hugging Face format with a sentence-transformers CLS-pooling config beside it. The stages build
+of the papers: the last layer's sentence vector, [CLS] in BERT's family, summed over towers for a twin)
+and how to save its result in Hugging Face format with a sentence-transformers pooling config beside it
+(the pooling of the backbone's family: CLS in BERT's). The stages build
 them from params in `jobs.py`.
 """
 
@@ -34,6 +35,7 @@ from pipeline.modeling import (
     last_layer_cls,
     load_backbone,
 )
+from pipeline.modeling.architecture import architecture_of
 from pipeline.modeling.distributed import process_count
 from pipeline.training.batching import Batch, Tokenizers, host_to_device
 from pipeline.training.contract import TrainingTask
@@ -52,8 +54,13 @@ def noise_generators(gaussian: losses.GaussianNegatives | None) -> dict[str, tor
     return {"gaussian": gaussian.generator} if gaussian is not None and gaussian.generator is not None else {}
 
 
+# the sentence-transformers pooling modes every saved config lists, in their config.json's order
+SENTENCE_TRANSFORMERS_POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
+
+
 def save_sentence_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, directory: Path, max_length: int) -> None:
-    """Hugging Face format (safetensors) plus the sentence-transformers modules for CLS pooling."""
+    """Hugging Face format (safetensors) plus the sentence-transformers modules for the pooling of the
+    model's family (`Architecture.sentence_transformers_pooling`: CLS in BERT's)."""
     model.save_pretrained(directory, safe_serialization=True)
     tokenizer.save_pretrained(directory)
     modules = [
@@ -63,9 +70,9 @@ def save_sentence_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBa
     (directory / "modules.json").write_text(json.dumps(modules, indent=2))
     (directory / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}))
     (directory / "1_Pooling").mkdir(exist_ok=True)
-    pooling = {"word_embedding_dimension": model.config.hidden_size, "pooling_mode_cls_token": True,
-               "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
-               "pooling_mode_mean_sqrt_len_tokens": False}
+    mode = architecture_of(model).sentence_transformers_pooling
+    pooling = {"word_embedding_dimension": model.config.hidden_size,
+               **{f"pooling_mode_{name}": name == mode for name in dict.fromkeys((*SENTENCE_TRANSFORMERS_POOLING_MODES, mode))}}
     (directory / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
 
 
@@ -161,8 +168,10 @@ class TwinTask(TrainingTask):
 
     @property
     def leaves_parameters_unused(self) -> bool:
-        # without the norm term on the pooler output the pooler layers get no gradient, which DDP must be told
-        return not losses.reads_pooler(self.settings.losses, self.settings.term_settings)
+        # without the norm term on the pooler output the pooler layers (where the family has them) get no
+        # gradient, which DDP must be told
+        has_pooler = any(architecture.has_pooler_layer for architecture in self.model.architectures)
+        return has_pooler and not losses.reads_pooler(self.settings.losses, self.settings.term_settings)
 
     def with_ictn(self, ictn: losses.IctnKernel) -> TwinTask:
         """This task, on the same model, with another ICTN kernel."""
