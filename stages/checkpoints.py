@@ -35,7 +35,7 @@ def command(
     settings = stage_params(params)
     catalogue = load_catalogue(settings.checkpoints.catalogue)
     if table:
-        from pipeline.reporting.checkpoints_table import read_results, write_table
+        from pipeline.writeup.checkpoints_table import read_results, write_table
 
         written = write_table(catalogue, read_results(results), output)
         summary(NAME, f"table: {written.scored} of {written.rows} rows scored -> {output}, {output.with_suffix('.csv')}")

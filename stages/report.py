@@ -71,10 +71,10 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
     """The tables, the figures, the claims' verdicts (REPRODUCTION.md, claims.json) and the summary line."""
     from pipeline import paths
     from pipeline.verdicts.claims_file import evaluate_claims, load_claims
-    from pipeline.reporting.decidability import annotate, claim_details, gpu_hours_per_seed
+    from pipeline.writeup.decidability import annotate, claim_details, gpu_hours_per_seed
     from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.inconsistencies import inconsistencies
-    from pipeline.reporting.report import (
+    from pipeline.writeup.report import (
         TABLES, gaussian_share, summary_line, write_reproduction, write_tables, write_training_figures,
     )
     from pipeline.reporting.runs import recorded_environments

@@ -608,7 +608,7 @@ def test_absent_inputs_are_not_run_and_an_empty_bootstrap_file_is_no_resamples(t
 
 
 def test_training_records_are_checked_when_read(tmp_path):
-    from pipeline.reporting.report import write_training_figures
+    from pipeline.writeup.report import write_training_figures
 
     details = tmp_path / "reports" / "training" / "details"
     details.mkdir(parents=True)
@@ -656,7 +656,7 @@ def test_a_corrupt_file_of_an_experiments_commit_names_the_commit(tmp_path):
 
 
 def test_checkpoints_results_are_checked_when_read(tmp_path):
-    from pipeline.reporting.checkpoints_table import read_results
+    from pipeline.writeup.checkpoints_table import read_results
 
     results = json.loads(committed_text("reports/checkpoints.json"))
     key = next(key for key, entry in results["rows"].items() if entry["status"] == "scored")

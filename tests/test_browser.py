@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from pipeline.reporting.figures import FIGURES
-from pipeline.reporting.report import figure_files
+from pipeline.writeup.report import figure_files
 from pipeline.reporting.spec import load_tables
 
 from conftest import REPO_ROOT

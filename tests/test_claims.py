@@ -23,7 +23,7 @@ from pipeline.verdicts.verdict_names import (
     CONSISTENT, DECIDED, verdict_key,
 )
 from pipeline.models import MODEL_NAMES
-from pipeline.reporting.report import write_reproduction
+from pipeline.writeup.report import write_reproduction
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.runs import SCORE_COLUMNS, ExperimentSearch, Run, recorded_environments
 from pipeline.reporting.spec import load_tables

@@ -1,5 +1,5 @@
 """What would decide an undecided claim, claims.json's numbers per claim, and the forest plot
-(pipeline/reporting/decidability.py)."""
+(pipeline/writeup/decidability.py)."""
 
 import json
 
@@ -9,7 +9,7 @@ import pytest
 from pipeline.verdicts.claim import Comparison, Verdict
 from pipeline.verdicts.claims_file import parse_claims
 from pipeline.verdicts.verdict_names import CONSISTENT, INCONCLUSIVE
-from pipeline.reporting.decidability import (
+from pipeline.writeup.decidability import (
     claim_details, claim_record, forest_rows, gpu_hours_per_seed, paper_gap, would_take,
 )
 from pipeline.reporting.figures import claims_forest_figure

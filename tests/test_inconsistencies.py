@@ -10,7 +10,7 @@ import yaml
 from pipeline.errors import PipelineError
 from pipeline.reporting.inconsistencies import READ_IN_THE_SEEDS, check_references, inconsistencies, stated_numbers, table_rows
 from pipeline.reporting.quotes import quote_found
-from pipeline.reporting.render import own_numbers_section
+from pipeline.writeup.render import own_numbers_section
 from pipeline.reporting.spec import load_tables, parse_tables
 
 from conftest import PAPERS, REPO_ROOT

@@ -31,8 +31,8 @@ from pipeline.modeling import (
     load_backbone,
 )
 from pipeline.modeling.layernorm import CONFIG_KEY
-from pipeline.reporting.render import markdown
-from pipeline.reporting.report import write_tables
+from pipeline.writeup.render import markdown
+from pipeline.writeup.report import write_tables
 from pipeline.reporting.runs import ExperimentSearch, Run
 from pipeline.reporting.spec import load_tables, parse_tables
 from pipeline.reporting.surface import SURFACE_K, SURFACE_T, tensor_norm_surface

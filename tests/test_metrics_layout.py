@@ -22,7 +22,7 @@ import yaml
 from pipeline.declarations.sts_tasks import PAPERS_TASK_NAMES as STS_TASKS
 from pipeline.evaluation.sts import headline_scores, reported_score
 from pipeline.reporting.figures import FIGURES, TRAINING_FIGURES, training_figures
-from pipeline.reporting.report import figure_files
+from pipeline.writeup.report import figure_files
 from pipeline.reporting.runs import experiment_runs, revision_files, workspace_run
 from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource, build_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.reporting.render import cell
+from pipeline.writeup.render import cell
 from pipeline.reporting.runs import ExperimentSearch, Run
 from pipeline.reporting.spec import load_tables
 from pipeline.reporting.tables import RunSource, build_table

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.reporting.render import cell, latex, markdown, numbers
+from pipeline.writeup.render import cell, latex, markdown, numbers
 from pipeline.reporting.runs import ExperimentSearch, Run, experiment_runs, metric_at, workspace_run
 from pipeline.reporting.spec import load_tables, parse_tables
 from pipeline.reporting.tables import Row, RunSource, build_table, check_override_keys
@@ -118,7 +118,7 @@ def test_a_row_the_backbone_cannot_run_is_not_applicable():
 
 
 def test_the_index_lists_the_figures_that_exist(tmp_path):
-    from pipeline.reporting.report import write_tables
+    from pipeline.writeup.report import write_tables
 
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "cosine_grid.png").write_bytes(b"\x89PNG")
@@ -535,7 +535,7 @@ def test_rehearsal_tables_say_rehearsal_in_their_first_line_and_queue_the_rehear
 
 
 def test_the_gaussian_terms_share_is_read_from_the_gs_infonce_history(tmp_path):
-    from pipeline.reporting.report import gaussian_share
+    from pipeline.writeup.report import gaussian_share
 
     params = {"baselines": {"gs-infonce": {"gaussian": {"count": 48}, "dropout": 0.2}, "simcse": {"dropout": 0.1}}}
     assert gaussian_share(params, tmp_path) is None  # no run

@@ -1,5 +1,5 @@
 """The committed seed record (pipeline/reporting/seed_record.py) and the arms it gives a claim
-(pipeline/reporting/arms.py)."""
+(pipeline/verdicts/arms.py)."""
 
 import json
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pipeline.errors import PipelineError
-from pipeline.reporting.arms import arm_of, borrowed_noise, paired
+from pipeline.verdicts.arms import arm_of, borrowed_noise, paired
 from pipeline.reporting.runs import Run
 from pipeline.reporting.seed_record import SeedRecord, build_record, load_record, settings_digest
 from pipeline.reporting.tables import Row

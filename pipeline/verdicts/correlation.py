@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from pipeline.reporting.arms import arm_of
+from pipeline.verdicts.arms import arm_of
 from pipeline.settings_rules import SCALES
 from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, absence, metric_check
 from pipeline.verdicts.rules import correlation_verdict, p_at_the_edge

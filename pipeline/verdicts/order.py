@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from pipeline.reporting.arms import Arm, arm_of, borrowed_noise, pair_variance, paired
+from pipeline.verdicts.arms import Arm, arm_of, borrowed_noise, pair_variance, paired
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.spec import MTEB_PREFIX
 from pipeline.reporting.tables import Row

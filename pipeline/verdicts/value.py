@@ -1,6 +1,6 @@
 """The value claim: a cell of tables.yaml, our number against the paper's within ε. The paper's number is
 one run, so ours − paper is judged by a prediction interval (`rules.value_verdict`); a one-run arm
-borrows its seed noise (pipeline.reporting.arms).
+borrows its seed noise (pipeline.verdicts.arms).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from pipeline.reporting.arms import Arm, arm_of, borrowed_noise
+from pipeline.verdicts.arms import Arm, arm_of, borrowed_noise
 from pipeline.reporting.spec import TablesFile, TableSpec
 from pipeline.reporting.tables import build_table, find_row
 from pipeline.settings_rules import SCALES

@@ -17,7 +17,7 @@ from typing import Any
 
 from scipy import stats
 
-from pipeline.reporting.render import paper_of
+from pipeline.writeup.render import paper_of
 from pipeline.verdicts.claim import Comparison, Verdict
 from pipeline.verdicts.decidable import decidable_gap, seeds_needed
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, Estimate

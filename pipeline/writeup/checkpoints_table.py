@@ -18,7 +18,7 @@ from pipeline.params_file import read_yaml_file
 from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline.reporting.inputs import CorruptFile, check_details, corrupt_error
-from pipeline.reporting.render import signed
+from pipeline.writeup.render import signed
 
 STATUS_TEXT = {"scored": "scored", "not_reached": "not reached", "not_scoreable": "not scoreable"}
 

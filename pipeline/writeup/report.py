@@ -12,12 +12,12 @@ import numpy as np
 
 from pipeline.io import atomic_path, write_json_atomic, write_text_atomic
 from pipeline.paths import FIGURES, REPORTS, TABLES, TRAINING_REPORTS
-from pipeline.reporting.decidability import forest_rows
+from pipeline.writeup.decidability import forest_rows
 from pipeline.reporting.figures import claims_forest_figure
 from pipeline.reporting.experiments import EXPERIMENTS_FILE
 from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.inputs import read_training_curve
-from pipeline.reporting.render import GaussianShare, index, latex, markdown, numbers, reproduction
+from pipeline.writeup.render import GaussianShare, index, latex, markdown, numbers, reproduction
 from pipeline.reporting.spec import TablesFile
 from pipeline.reporting.tables import Table
 from pipeline.verdicts.claim import Verdict
