@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pipeline.declarations import loss_terms
 from pipeline.declarations.sts_tasks import PAPERS_TASK_NAMES, STS_TASK_REGISTRY
 from pipeline.errors import PipelineError
-from pipeline.models import BASELINES, JTCSE_MODELS, STUDENTS, evaluated_model_folders, validate_teacher_folders
+from pipeline.evaluated_models import BASELINES, JTCSE_MODELS, STUDENTS, evaluated_model_folders, validate_teacher_folders
 from pipeline.settings_rules import (
     CROSS_MODES,
     CROSS_OUTPUTS,
@@ -251,7 +251,7 @@ class JtcseSettings(Section):
 
 class ModelFolders(Section):
     """The DVC outputs (folders) that hold a model's towers: the deps of its `evaluate@<model>` stage
-    (`pipeline.models.evaluated_model_folders`). DVC cannot interpolate a list, so a model saved in
+    (`pipeline.evaluated_models.evaluated_model_folders`). DVC cannot interpolate a list, so a model saved in
     one folder names it twice."""
 
     towers_folder: str

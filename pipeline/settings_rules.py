@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from pipeline.errors import PipelineError
-from pipeline.models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
+from pipeline.evaluated_models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
 
 # ---- allowed values ---------------------------------------------------------------------------
 SCALES = ("tiny", "small", "paper", "rehearsal")
@@ -156,7 +156,7 @@ def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") 
 
 
 def validate_baselines(names: Iterable[str], key: str = "baselines") -> None:
-    """`baselines` of params.yaml: each a seed paper's model of the registry (`pipeline.models.BASELINES`)."""
+    """`baselines` of params.yaml: each a seed paper's model of the registry (`pipeline.evaluated_models.BASELINES`)."""
     for name in names:
         if name not in BASELINES:
             raise PipelineError(f"{key}.{name} is not a seed paper's model of the registry; baselines: {', '.join(BASELINES)}")
@@ -165,7 +165,7 @@ def validate_baselines(names: Iterable[str], key: str = "baselines") -> None:
 def validate_evaluated_models(
     models: Mapping[str, Mapping[str, str]], teachers: Iterable[str], baselines: Iterable[str] = (), key: str = "models"
 ) -> None:
-    """`models` of params.yaml against the registry (`pipeline.models`): known names, the registry's
+    """`models` of params.yaml against the registry (`pipeline.evaluated_models`): known names, the registry's
     folders, a distilled model only where its teacher is distilled (`distill.teachers`) and a seed
     paper's model only where `baselines` trains it."""
     known = evaluated_model_folders()
@@ -175,7 +175,7 @@ def validate_evaluated_models(
             raise PipelineError(f"{key}.{name} is not a model of the pipeline; models: {', '.join(MODEL_NAMES)}")
         if dict(entry) != known[name]:
             raise PipelineError(
-                f"{key}.{name}={dict(entry)} must be {known[name]}, the folders the registry reads (pipeline/models.py)"
+                f"{key}.{name}={dict(entry)} must be {known[name]}, the folders the registry reads (pipeline/evaluated_models.py)"
             )
         if name in STUDENTS and STUDENTS[name] not in teachers:
             raise PipelineError(

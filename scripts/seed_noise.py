@@ -24,7 +24,7 @@ import yaml  # noqa: E402
 
 from pipeline.errors import PipelineError  # noqa: E402
 from pipeline.io import write_json_atomic  # noqa: E402
-from pipeline.models import MODEL_NAMES  # noqa: E402
+from pipeline.evaluated_models import MODEL_NAMES  # noqa: E402
 from pipeline.paths import METRICS_DETAILS  # noqa: E402
 from pipeline.reporting.runs import SCORE_COLUMNS, search_experiments  # noqa: E402
 from pipeline.reporting.seed_record import SEED_NOISE, build_record, settings_digest  # noqa: E402

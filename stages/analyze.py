@@ -1,7 +1,7 @@
 """Alignment/uniformity, CLS energy, norm statistics, attention sink and maps, inference cost.
 
 Reads params.yaml (eval.max_pairs, eval.batch_size, eval.max_length, eval.pooler, eval.cost_length,
-analysis.align_data, device), the pipeline's models (`pipeline.models.pipeline_models`;
+analysis.align_data, device), the pipeline's models (`pipeline.evaluated_models.pipeline_models`;
 those not trained yet are skipped with a log line, the backbone is required), STS-B
 (data/raw/senteval) and each model's 7-STS average from reports/metrics/<model>.json. Writes
 reports/analysis/<model>.json and the plot data align_uniform.csv, cls_energy.csv,
@@ -20,7 +20,7 @@ pooled (the h^P the norm loss constrains), or the backbone while no joint model 
 says which). norm_probe (the LayerNorm study, TNCSE Figure 5): statistics of ‖h^L‖ and ‖h^P‖ over
 analysis.norm_probe_sentences lines of data/raw/corpus.txt drawn with `seed`, every tower pooled,
 with each tower's removed LayerNorm layers (`pipeline.analysis.norm_probe`). The work and the file
-writing are `pipeline.analysis.outputs`."""
+writing are `pipeline.analysis.pipeline_analysis`."""
 
 from pathlib import Path
 
@@ -34,7 +34,7 @@ def command(
     params: Path = ParamsOption,
 ) -> None:
     from pipeline import paths
-    from pipeline.analysis.outputs import analyze_pipeline
+    from pipeline.analysis.pipeline_analysis import analyze_pipeline
 
     settings = stage_params(params)
     result = analyze_pipeline(settings)

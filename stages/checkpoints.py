@@ -30,7 +30,7 @@ def command(
     results: Path = typer.Option(RESULTS, "--results", help="the results (a DVC metrics file)"),
     output: Path = typer.Option(TABLE, "--output", help="with --table: the table (Markdown; a .csv beside it)"),
 ) -> None:
-    from pipeline.checkpoints import load_catalogue
+    from pipeline.public_checkpoints import load_catalogue
 
     settings = stage_params(params)
     catalogue = load_catalogue(settings.checkpoints.catalogue)
@@ -40,7 +40,7 @@ def command(
         written = write_table(catalogue, read_results(results), output)
         summary(NAME, f"table: {written.scored} of {written.rows} rows scored -> {output}, {output.with_suffix('.csv')}")
         return
-    from pipeline.checkpoints import score_catalogue
+    from pipeline.public_checkpoints import score_catalogue
     from pipeline.io import write_json_atomic
 
     scored = score_catalogue(settings, catalogue)

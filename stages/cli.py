@@ -10,7 +10,7 @@ import sys
 import typer
 
 from stages import analyze, baseline, bench, checkpoints, distill, download, evaluate, joint, jtcse, pretrain, report, rtt
-from pipeline.models import TRAINING_STAGES as TRAINING_STAGE_NAMES
+from pipeline.evaluated_models import TRAINING_STAGES as TRAINING_STAGE_NAMES
 from stages.common import one_line_errors
 
 app = typer.Typer(
@@ -22,8 +22,8 @@ app = typer.Typer(
 
 STAGE_MODULES = (download, rtt, pretrain, joint, jtcse, distill, baseline, evaluate, checkpoints, analyze, report, bench)
 # spread over PIPELINE_NPROC processes; each has check_processes
-TRAINING_STAGES = tuple(module for module in STAGE_MODULES if module.NAME in TRAINING_STAGE_NAMES)
-MODEL_STAGES = (*TRAINING_STAGES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs
+TRAINING_STAGE_MODULES = tuple(module for module in STAGE_MODULES if module.NAME in TRAINING_STAGE_NAMES)
+MODEL_STAGES = (*TRAINING_STAGE_MODULES, evaluate, checkpoints, analyze, bench)  # lease a GPU where there are GPUs
 
 
 def on_devices(module):
@@ -35,7 +35,7 @@ def on_devices(module):
         from pipeline.execution.launch import run_on_devices
 
         with one_line_errors():
-            spread = module in TRAINING_STAGES
+            spread = module in TRAINING_STAGE_MODULES
             check = functools.partial(module.check_processes, *args, **kwargs) if spread else lambda count: None
             run_on_devices(module.NAME, lambda: command(*args, **kwargs), sys.argv[1:], spread, check)
 

@@ -1,6 +1,6 @@
 """Distil a frozen ensemble teacher into one fresh backbone by MSE (the papers' D and UC D).
 
-Reads the teacher — the registry's model of that name (pipeline/models.py); joint: the twin in
+Reads the teacher — the registry's model of that name (pipeline/evaluated_models.py); joint: the twin in
 data/models/joint/; uc: the UC ensemble of that twin and data/uc/ — plus data/backbone/ (the
 student's start), data/raw/corpus.txt and STS-B dev; writes data/models/distill/<teacher>/,
 resume states in data/checkpoints/distill-<teacher>/ and reports/training/distill-<teacher>.{json,csv}.

@@ -1,7 +1,7 @@
 """Evaluate a model on the 7 STS tasks (SentEval protocol): Spearman × 100 of cosine similarity.
 
 Pipeline mode (the `evaluate@<model>` DVC stages): `--name <model>` evaluates one of the
-pipeline's models (`models` of params.yaml, from the registry in pipeline/models.py) with the
+pipeline's models (`models` of params.yaml, from the registry in pipeline/evaluated_models.py) with the
 eval settings of params.yaml and writes
 reports/metrics/details/<model>.json (every score: subsets, "mean", the bootstrap "intervals", the
 settings, the environment of `pipeline.execution.environment`), reports/provenance/evaluate-<model>.json (git

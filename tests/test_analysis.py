@@ -429,7 +429,7 @@ def test_analysis_reads_the_towers_rows_from_the_store_and_scores_as_before(tiny
     from pipeline.evaluation.embedder import HFEmbedder
     from pipeline.evaluation.store import EmbeddingStore, model_tables
     from pipeline.evaluation.sts import load_tasks
-    from pipeline.models import WeightedTowers
+    from pipeline.evaluated_models import WeightedTowers
 
     tasks = load_tasks(MIRROR / "senteval", ["STSBenchmark"], 120, seed=0)
     pairs = tasks[0].subsets["test"]

@@ -18,7 +18,7 @@ from pipeline import losses
 from tools.benchmark import (
     QUICK,
     SECTIONS,
-    TRAINING_STAGES,
+    BENCH_TRAINING_ITEMS,
     format_summary_table,
     joint_loss_check,
     looped_ictn,
@@ -187,8 +187,8 @@ def test_run_benchmarks_on_a_one_point_grid(quick_run):
     assert set(sections) == set(SECTIONS) and sum(sections.values()) <= results["wall_seconds"] + rounding
     assert {"torch", "transformers", "cpu_count_logical", "gpu", "load_average"} <= set(results["machine"])
     assert results["backbone"]["layers"] == 6
-    assert set(results["training"]) == set(TRAINING_STAGES)
-    for stage in TRAINING_STAGES:
+    assert set(results["training"]) == set(BENCH_TRAINING_ITEMS)
+    for stage in BENCH_TRAINING_ITEMS:
         record = results["training"][stage]["b4_l16"]
         assert set(record) == STEP_KEYS and set(record["step_seconds"]) == TIMING_KEYS
         median = record["step_seconds"]["median"]
@@ -233,7 +233,7 @@ def test_training_counts_the_real_tokens_of_the_timed_batch(quick_run, backbone,
     real = sum(_token_count(tokenizer, batch.sentences, 16))  # counted here, not by the benchmark
     assert batch.real_tokens == real == int(batch.padded()[0]["attention_mask"].sum())
     assert batch.width == max(_token_count(tokenizer, batch.sentences, 16))
-    for stage in TRAINING_STAGES:
+    for stage in BENCH_TRAINING_ITEMS:
         record = results["training"][stage]["b4_l16"]
         assert record["real_tokens"] == real and record["padded_width"] == batch.width
         assert record["real_tokens_per_sentence"] == round(real / 4, 2)

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from hub_standin import hub_standin, model_files, standin_commit
 from tiny_models import save_tiny_bert
 
-from pipeline import checkpoints
-from pipeline.checkpoints import Catalogue, load_catalogue, score_catalogue, weighted_towers
+from pipeline import public_checkpoints as checkpoints
+from pipeline.public_checkpoints import Catalogue, load_catalogue, score_catalogue, weighted_towers
 from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder

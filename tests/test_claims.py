@@ -22,7 +22,7 @@ from pipeline.verdicts.verdict_names import (
     CONTRADICTED, HIGHER, HOLDS, INCONCLUSIVE, NOT_REPRODUCED, NOT_RUN, OTHER_BACKBONE, OTHER_SCALE, REPRODUCED, VERDICTS,
     CONSISTENT, DECIDED, verdict_key,
 )
-from pipeline.models import MODEL_NAMES
+from pipeline.evaluated_models import MODEL_NAMES
 from pipeline.writeup.report import write_reproduction
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.runs import SCORE_COLUMNS, ExperimentSearch, Run, recorded_environments

@@ -65,17 +65,17 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycle():
     modules = project_modules()
-    assert {"pipeline.config", "pipeline.models", "tools.benchmark.released_code", "stages.common"} <= modules.keys()
+    assert {"pipeline.config", "pipeline.evaluated_models", "tools.benchmark.released_code", "stages.common"} <= modules.keys()
     cycle = find_cycle(import_graph(modules))
     assert cycle is None, "import cycle: " + " → ".join(cycle)
 
 
 def test_the_cycle_finder_finds_a_deferred_import_cycle():
     """What the test above would say about the cycle config → models → config (under TYPE_CHECKING)."""
-    graph = {"pipeline.config": {"pipeline.models"}, "pipeline.models": {"pipeline.config", "pipeline.paths"}, "pipeline.paths": set()}
-    assert find_cycle(graph) == ["pipeline.config", "pipeline.models", "pipeline.config"]
-    del graph["pipeline.models"]  # sanity: the graph is acyclic once the back edge is gone
-    assert find_cycle({**graph, "pipeline.models": {"pipeline.paths"}}) is None
+    graph = {"pipeline.config": {"pipeline.evaluated_models"}, "pipeline.evaluated_models": {"pipeline.config", "pipeline.paths"}, "pipeline.paths": set()}
+    assert find_cycle(graph) == ["pipeline.config", "pipeline.evaluated_models", "pipeline.config"]
+    del graph["pipeline.evaluated_models"]  # sanity: the graph is acyclic once the back edge is gone
+    assert find_cycle({**graph, "pipeline.evaluated_models": {"pipeline.paths"}}) is None
 
 
 def test_the_library_never_imports_a_tool():

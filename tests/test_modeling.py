@@ -550,7 +550,7 @@ def test_the_cross_loss_trains_every_layer_from_the_first_cael_on_in_both_towers
 
 
 def test_ensembles():
-    from pipeline.models import WeightedTowers
+    from pipeline.evaluated_models import WeightedTowers
 
     h_I, h_II, h_uc = torch.randn(3, 4), torch.randn(3, 4), torch.randn(3, 4)
     assert torch.equal(WeightedTowers.twin("I", "II").combine([h_I, h_II]), h_I + h_II)

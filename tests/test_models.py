@@ -1,4 +1,4 @@
-"""The model registry (pipeline/models.py): names, folders, weights, and the `models` of params.yaml."""
+"""The model registry (pipeline/evaluated_models.py): names, folders, weights, and the `models` of params.yaml."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import yaml
 
 from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
-from pipeline.models import BASELINES, JTCSE_MODELS, MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
+from pipeline.evaluated_models import BASELINES, JTCSE_MODELS, MODEL_NAMES, WeightedTowers, evaluated_model_folders, pipeline_models, split_available, teacher_model
 
 from tiny_models import save_tiny_bert
 

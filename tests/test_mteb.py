@@ -218,7 +218,7 @@ def test_the_suite_setting_takes_a_name_or_a_list_and_local_items_is_checked(tin
 
 from pipeline.evaluation.store import EmbeddingStore  # noqa: E402
 from pipeline.evaluation.sts import Embedder  # noqa: E402
-from pipeline.models import WeightedTowers  # noqa: E402
+from pipeline.evaluated_models import WeightedTowers  # noqa: E402
 
 
 class CountingEmbedder(Embedder):

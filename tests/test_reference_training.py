@@ -13,7 +13,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.store import evaluate_models
 from pipeline.evaluation.sts import StsTask, combine_tables, embed_sentences
-from pipeline.models import WeightedTowers
+from pipeline.evaluated_models import WeightedTowers
 from pipeline.training.batching import (
     epoch_batches, length_bucketed_batches, pad_batch, random_batches, steps_per_epoch, tokenize_columns,
 )

@@ -30,7 +30,7 @@ from pipeline.evaluation.sts import (
     task_rng,
     task_sentences,
 )
-from pipeline.models import WeightedTowers
+from pipeline.evaluated_models import WeightedTowers
 from stages import evaluate as evaluate_stage
 
 from tiny_models import save_tiny_bert

@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 import hashlib
 
 from conftest import MIRROR
-from pipeline import checkpoints
+from pipeline import public_checkpoints as checkpoints
 from pipeline.config import EvalSettings
 from pipeline.declarations import sts_tasks
 from pipeline.data.readers import read_stsb

@@ -32,7 +32,7 @@ import yaml
 from pipeline.config import Params
 from pipeline.params_file import parse_params
 from pipeline.errors import PipelineError
-from pipeline.models import TRAINING_STAGES, all_models
+from pipeline.evaluated_models import TRAINING_STAGES, all_models
 from pipeline.reporting.runs import param_at, requirement
 from pipeline.reporting.spec import TablesFile, load_tables
 from pipeline.training.loop import planned_steps

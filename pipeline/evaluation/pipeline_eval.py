@@ -1,6 +1,6 @@
 """Evaluate a model as the `evaluate` stage does: one of the pipeline's models, or any folders.
 
-Pipeline mode (`evaluate@<model>`): a model of the registry (`pipeline.models`) with the eval
+Pipeline mode (`evaluate@<model>`): a model of the registry (`pipeline.evaluated_models`) with the eval
 settings of params.yaml: the 7 STS tasks under the SentEval protocol with their bootstrap intervals
 (`eval.bootstrap` resamples drawn with `seed`: pipeline.evaluation.bootstrap) and, when `eval.mteb.enabled`,
 the MTEB suites of `eval.mteb.suite` (conf/mteb/: the papers' task lists on the hub, or the local
@@ -25,7 +25,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, no_bootstrap_record, scores_with_intervals
 from pipeline.evaluation.store import EmbeddingStore, embedder_settings, model_tables
 from pipeline.evaluation.sts import load_tasks
-from pipeline.models import WeightedTowers, missing_towers, pipeline_models
+from pipeline.evaluated_models import WeightedTowers, missing_towers, pipeline_models
 from pipeline.execution.runtime import resolve_device
 
 log = logging.getLogger(__name__)

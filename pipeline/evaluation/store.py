@@ -52,7 +52,7 @@ from pipeline.evaluation.sts import (
 )
 from pipeline.io import atomic_path, is_temporary, write_json_atomic
 from pipeline.cache_entries import CorruptEntry, read_cache_entry, sha256_of
-from pipeline.models import WeightedTowers
+from pipeline.evaluated_models import WeightedTowers
 
 log = logging.getLogger(__name__)
 

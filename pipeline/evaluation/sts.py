@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from pipeline.data.readers import ScoredPair
 from pipeline.data.sts_pairs import load_sts_benchmark
 from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASK_NAMES, POOLED, averaged, pools_subsets, short_name
-from pipeline.models import WeightedTowers
+from pipeline.evaluated_models import WeightedTowers
 
 log = logging.getLogger(__name__)
 

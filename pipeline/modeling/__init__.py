@@ -25,7 +25,7 @@ Twin (joint stage)::
 The public names are `__all__` below, each documented where it is defined (tests/test_modeling.py
 checks that `__all__` is exactly what this module imports). The settings' allowed values and rules
 (`POOLERS`, `validate_cael`, ...) live in `pipeline.settings_rules`; ensembles of saved towers
-(twin, UC) are `pipeline.models.WeightedTowers`.
+(twin, UC) are `pipeline.evaluated_models.WeightedTowers`.
 
 Bad settings raise `pipeline.errors.PipelineError` with one line naming key, value and what is
 allowed. The losses live in `pipeline.losses`; the method as implemented is in docs/method.md.

@@ -221,6 +221,6 @@ class TwinEncoder(nn.Module):
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """Inference embedding h_I^L + h_II^L (no view duplication, no pooler, no cross path): the
-        twin of the model registry (`pipeline.models.WeightedTowers.twin`) on the model in training."""
+        twin of the model registry (`pipeline.evaluated_models.WeightedTowers.twin`) on the model in training."""
         h_I, h_II = (last_layer_cls(tower, input_ids, attention_mask) for tower in self.towers)
         return h_I + h_II

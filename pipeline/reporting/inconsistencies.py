@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pipeline.checkpoints import load_catalogue
+from pipeline.public_checkpoints import load_catalogue
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.spec import RowReference, TablesFile
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from pipeline.params_file import describe_validation_error, read_yaml_file
 from pipeline.errors import PipelineError
-from pipeline.models import MODEL_NAMES
+from pipeline.evaluated_models import MODEL_NAMES
 from pipeline.reporting.columns import analysis_column_problem, mteb_column_problem, sts_column_problem
 from pipeline.reporting.backbones import paper_backbones
 

@@ -36,7 +36,7 @@ from pipeline.evaluation.sts import Embedder, evaluate_embedder, load_tasks, rep
 from pipeline.io import write_json_atomic, write_text_atomic
 from pipeline.cache_entries import sha256_of
 from pipeline.modeling import load_tokenizer
-from pipeline.models import TOWER_NAMES, WeightedTowers, teacher_model
+from pipeline.evaluated_models import TOWER_NAMES, WeightedTowers, teacher_model
 from pipeline.execution.runtime import resolve_device, run_context, with_precision
 from pipeline.settings_rules import validate_precision
 from pipeline.training.batching import check_world_size

@@ -1,5 +1,5 @@
 """The training loop's resume states — named so as not to be confused with the public checkpoints
-of the papers' released systems (`pipeline.checkpoints`). On disk they live under
+of the papers' released systems (`pipeline.public_checkpoints`). On disk they live under
 data/checkpoints/<stage>/ (`paths.RESUME_STATES`): `<resume_dir>/step-<N>/` holds the trained module's weights
 (safetensors), the optimizer and scheduler state and the CPU and CUDA RNG states in
 `training_state.pt` (`torch.load(weights_only=True)` on resume — only files this loop wrote

@@ -26,7 +26,7 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from pipeline import losses
 from pipeline.config import GaussianNegativesSettings, TrainSettings
-from pipeline.models import WeightedTowers
+from pipeline.evaluated_models import WeightedTowers
 from pipeline.modeling import (
     SentenceEncoder,
     TwinEncoder,
@@ -231,7 +231,7 @@ def distinct_tokenizers(tokenizers: Sequence[PreTrainedTokenizerBase]) -> tuple[
 
 
 class FrozenEnsemble(nn.Module):
-    """A teacher: a model of the registry (`pipeline.models.WeightedTowers`, a twin or the UC
+    """A teacher: a model of the registry (`pipeline.evaluated_models.WeightedTowers`, a twin or the UC
     ensemble) loaded for inference: no dropout, no gradients. Each member keeps its own tokenizer
     (the released RoBERTa UC ensemble pairs RoBERTa towers with InfoCSE-BERT)."""
 

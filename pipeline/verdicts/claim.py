@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from pipeline.models import MODEL_NAMES
+from pipeline.evaluated_models import MODEL_NAMES
 from pipeline.reporting.backbones import other_backbone
 from pipeline.reporting.runs import SCORE_COLUMNS, has_param
 from pipeline.reporting.seed_record import SeedRecord
@@ -123,7 +123,7 @@ class SourceSpec(Spec):
 
 
 class SubjectSpec(Spec):
-    """A model of pipeline/models.py, in the workspace or in the DVC experiment of its overrides; or a
+    """A model of pipeline/evaluated_models.py, in the workspace or in the DVC experiment of its overrides; or a
     system we do not run: by the paper's own number (`paper_number`, with `number_source`), or
     `unavailable` with the reason the project has no run of it."""
 

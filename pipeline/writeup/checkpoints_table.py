@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.checkpoints import COLUMNS, Catalogue, our_column
+from pipeline.public_checkpoints import COLUMNS, Catalogue, our_column
 from pipeline.params_file import read_yaml_file
 from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError

@@ -39,7 +39,7 @@ from tools.benchmark.released_code import (
 )
 from tools.benchmark.timing_inputs import BenchInputs, TypicalBatch, pad_to_length, typical_batch
 from tools.benchmark.run import machine_facts, run_benchmarks
-from tools.benchmark.scales import QUICK, SCALES, SECTIONS, TRAINING_STAGES, BenchScale, bench_scale
+from tools.benchmark.scales import QUICK, SCALES, SECTIONS, BENCH_TRAINING_ITEMS, BenchScale, bench_scale
 from tools.benchmark.summary import format_summary_table, headline
 from tools.benchmark.timing import summarize, time_interleaved, time_repeats
 
@@ -47,7 +47,7 @@ __all__ = [
     "QUICK",
     "SCALES",
     "SECTIONS",
-    "TRAINING_STAGES",
+    "BENCH_TRAINING_ITEMS",
     "BenchInputs",
     "BenchScale",
     "TypicalBatch",

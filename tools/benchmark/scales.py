@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from pipeline.errors import PipelineError
 
-TRAINING_STAGES = ("pretrain", "tncse", "jtcse-1", "jtcse-3", "jtcse-6", "distill")
+BENCH_TRAINING_ITEMS = ("pretrain", "tncse", "jtcse-1", "jtcse-3", "jtcse-6", "distill")
 SECTIONS = ("training", "joint_padding", "evaluation", "bootstrap", "translation", "startup")
 # Run only when named (`--section pipeline --clone-dir DIR`): the whole `dvc repro` of a fresh clone.
 OPT_IN_SECTIONS = ("pipeline",)
@@ -31,7 +31,7 @@ class BenchScale:
     translation_sentences: int = 300
     translation_repeats: int = 3
     corpus_sentences: int = 20_000  # first N corpus lines the batches are drawn from
-    stages: tuple[str, ...] = TRAINING_STAGES
+    stages: tuple[str, ...] = BENCH_TRAINING_ITEMS
     stage_imports: bool = True  # the startup section's per-stage import probes (a fresh process each)
     joint_variants: tuple[str, ...] = JOINT_VARIANTS
 

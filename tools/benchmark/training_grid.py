@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from tools.benchmark.timing_inputs import BenchInputs, TypicalBatch
-from tools.benchmark.scales import TRAINING_STAGES
+from tools.benchmark.scales import BENCH_TRAINING_ITEMS
 from tools.benchmark.step import bench_optimizer, timed_step
 from tools.benchmark.timing import free_memory, public, synchronizer, time_repeats
 from pipeline.config import Params, StudentSettings, TrainSettings
@@ -24,7 +24,7 @@ CROSS_SUFFIXES = {"stream": ("stream", "last"), "side": ("side", "last"), "mean"
 
 
 def _unknown_stage(stage: str) -> PipelineError:
-    return PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(TRAINING_STAGES)}, {TWIN_STAGE_FORMS}")
+    return PipelineError(f"bench stage {stage} is unknown; allowed: {', '.join(BENCH_TRAINING_ITEMS)}, {TWIN_STAGE_FORMS}")
 
 
 def twin_settings(stage: str, train: TrainSettings) -> TrainSettings:
@@ -52,7 +52,7 @@ def validate_stage_name(stage: str) -> str:
 def make_task(stage: str, backbone: Path, params: Params):
     """(task, lr) of a training stage on `backbone`, built as the stages build it
     (`pipeline.training.jobs`): both towers and the teacher's members start from `backbone`."""
-    from pipeline.models import WeightedTowers
+    from pipeline.evaluated_models import WeightedTowers
     from pipeline.training.jobs import distill_job, joint_job, pretrain_job
 
     if stage == "pretrain":

@@ -45,7 +45,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
 from pipeline.evaluation.store import model_tables
 from pipeline.evaluation.sts import load_tasks
-from pipeline.models import WeightedTowers
+from pipeline.evaluated_models import WeightedTowers
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
 CACHE = paths.DATA / "cache" / "checkpoints"
 # The evaluator's code: this module and every project file it runs (`pipeline.code_deps`); a change to it
 # invalidates the cached results.
-EVALUATOR_MODULE = "pipeline/checkpoints.py"
+EVALUATOR_MODULE = "pipeline/public_checkpoints.py"
 # The fake ids the offline stand-in serves `checkpoints.standin_model` under.
 STANDIN_IDS = ("standin/minilm-a", "standin/minilm-b", "standin/minilm-uc")
 

@@ -158,7 +158,7 @@ def validate_teacher_folders(declared: Mapping[str, tuple[str | None, str | None
         expected = (folders[teacher]["towers_folder"], folders[teacher]["second_towers_folder"])
         if pair != (None, None) and pair != expected:
             raise PipelineError(f"distill.teachers.{teacher}: towers_folder, second_towers_folder = {pair[0]}, {pair[1]}; "
-                                f"the {teacher} model's towers are in {expected[0]}, {expected[1]} (pipeline/models.py): set those")
+                                f"the {teacher} model's towers are in {expected[0]}, {expected[1]} (pipeline/evaluated_models.py): set those")
 
 
 def tower_exists(tower: str | Path) -> bool:

@@ -1,7 +1,7 @@
 """The `analyze` stage's work: the pipeline's trained models analysed on STS-B, and the files it
 writes under reports/analysis/ (per-model JSON, plot tables) and reports/figures/ (PNG).
 
-Models come from the registry (`pipeline.models.pipeline_models`); those not trained yet are
+Models come from the registry (`pipeline.evaluated_models.pipeline_models`); those not trained yet are
 skipped with a log line, the backbone is required. Each model's 7-STS average for η is read from
 reports/metrics/<model>.json (None while it has not been evaluated).
 """
@@ -18,7 +18,7 @@ from pipeline.analysis.embedding import grid_bin_labels
 from pipeline.analysis.per_model import Analysis, analyze_models
 from pipeline.config import AnalysisSettings, EvalSettings, Params
 from pipeline.errors import PipelineError
-from pipeline.models import WeightedTowers, pipeline_models, split_available
+from pipeline.evaluated_models import WeightedTowers, pipeline_models, split_available
 
 log = logging.getLogger(__name__)
 
