@@ -40,7 +40,6 @@ from pipeline.training.loop import planned_steps
 WIKI1M_LINES = 1_000_000  # princeton-nlp's wiki1m_for_simcse.txt (data.wiki.limit: null)
 STSB_DEV_PAIRS = 1_500  # STS-B dev, what model selection scores every eval_every steps
 PAPER_SCALE = "paper"
-PAPER_BACKBONES = ("bert", "roberta")  # the papers' two backbones, each a conf/backbone/<name>.yaml
 METHOD = ("docs/tables.md: one Wiki1M epoch per training stage at the paper preset's batch sizes x measured s/step, "
           "+ STS-B dev evaluations, + one encoder pass over the seven test sets per evaluated tower; each dvc.yaml stage "
           "instance counted once over all tables (DVC's run cache), under the first table that needs it "
@@ -64,6 +63,12 @@ def _set(raw: dict, key: str, value: Any) -> None:
     for part in parents:
         raw = raw.setdefault(part, {})
     raw[leaf] = value
+
+
+def paper_backbones(conf: Path = Path("conf")) -> tuple[str, ...]:
+    """The papers' backbones: the presets of conf/backbone/ that name one (`backbone.title`; a stand-in has none)."""
+    return tuple(sorted(preset.stem for preset in (conf / "backbone").glob("*.yaml")
+                        if (_read_yaml(preset) or {}).get("backbone", {}).get("title")))
 
 
 def compose_paper_params(backbone: str, overrides: list[str] = (), conf: Path = Path("conf")) -> dict:
@@ -323,7 +328,7 @@ def paper_cost(measured: MeasuredCosts, tables_file: Path = Path("tables.yaml"),
         "precision": measured.precision,
         "tables": results,
         "gpu_hours_total": round(total, 1),
-        "per_run": {backbone: run_breakdown(plan_run(backbone, [], measured, conf, dvc_file)) for backbone in PAPER_BACKBONES},
+        "per_run": {backbone: run_breakdown(plan_run(backbone, [], measured, conf, dvc_file)) for backbone in paper_backbones(conf)},
         "not_counted": NOT_COUNTED,
         "method": METHOD,
     }

@@ -25,37 +25,13 @@ import numpy as np
 from datasets import Dataset, DatasetDict
 from mteb.abstasks.classification import AbsTaskClassification
 from mteb.abstasks.retrieval import AbsTaskRetrieval
-from mteb.abstasks.task_metadata import TaskMetadata
 from mteb.abstasks.text.bitext_mining import AbsTaskBitextMining
 
 from pipeline.data.readers import read_stsb, read_stsb_genres
-from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark
+from pipeline.evaluation.mteb_tasks import LocalSTSBenchmark, mirror_stsb_metadata
 
 PARAPHRASE_SCORE = 4.0  # STS-B gold ≥ 4: "mostly equivalent" or better — the two sentences mean the same
 RERANK_CANDIDATES = 10
-
-
-def _metadata(name: str, kind: str, main_score: str, description: str) -> TaskMetadata:
-    return TaskMetadata(
-        name=name,
-        description=description,
-        reference="https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
-        dataset={"path": f"local/{name}", "revision": "mirror"},
-        type=kind,
-        category="t2t",
-        modalities=["text"],
-        eval_splits=["test"],
-        eval_langs=["eng-Latn"],
-        main_score=main_score,
-        date=("2017-01-01", "2017-12-31"),
-        domains=["Blog", "News", "Written"],
-        task_subtypes=[],
-        license="not specified",
-        annotations_creators="human-annotated",
-        dialect=[],
-        sample_creation="found",
-        bibtex_citation="",
-    )
 
 
 def evenly(rows: list, items: int | None) -> list:
@@ -80,7 +56,7 @@ class _MirrorTask:
 
 
 class LocalSTSBGenreClassification(_MirrorTask, AbsTaskClassification):
-    metadata = _metadata(
+    metadata = mirror_stsb_metadata(
         "LocalSTSBGenreClassification", "Classification", "accuracy",
         "The genre (captions, news, forums) of an STS-B sentence; trained on sts-train, tested on sts-test.",
     )
@@ -123,21 +99,21 @@ class _LocalRetrievalBase(_MirrorTask, AbsTaskRetrieval):
 
 
 class LocalSTSBRetrieval(_LocalRetrievalBase):
-    metadata = _metadata(
+    metadata = mirror_stsb_metadata(
         "LocalSTSBRetrieval", "Retrieval", "ndcg_at_10",
         "Find the paraphrase (STS-B test pair scored >= 4) of a sentence among all second sentences.",
     )
 
 
 class LocalSTSBReranking(_LocalRetrievalBase):
-    metadata = _metadata(
+    metadata = mirror_stsb_metadata(
         "LocalSTSBReranking", "Reranking", "map_at_1000",
         "Rank a sentence's paraphrase first among 10 STS-B candidates.",
     )
 
 
 class LocalSTSBBitextMining(_MirrorTask, AbsTaskBitextMining):
-    metadata = _metadata(
+    metadata = mirror_stsb_metadata(
         "LocalSTSBBitextMining", "BitextMining", "f1",
         "Mine the STS-B test pairs scored >= 4 as parallel sentences.",
     )

@@ -68,20 +68,20 @@ def english_sts_tasks(names: Sequence[str]) -> list[mteb.AbsTask]:
     return list(mteb.get_tasks(tasks=list(names), languages=["eng"], exclusive_language_filter=True, eval_splits=["test"]))
 
 
-class LocalSTSBenchmark(AbsTaskSTS):
-    """STS-B test read from a folder holding `sts-test.csv` (the mirror's `raw/STSBenchmark`)."""
-
-    metadata = TaskMetadata(
-        name="LocalSTSBenchmark",
-        description="STS Benchmark test split read from the local data mirror (raw, as in mteb's STSBenchmark).",
+def mirror_stsb_metadata(name: str, kind: str, main_score: str, description: str, dataset: str | None = None) -> TaskMetadata:
+    """The metadata of an mteb task made from the mirror's STS-B files (this module's and `mteb_local`'s):
+    STS-B's reference, date, domains and language, offline (`local/<dataset>` at revision "mirror")."""
+    return TaskMetadata(
+        name=name,
+        description=description,
         reference="https://ixa2.si.ehu.eus/stswiki/index.php/STSbenchmark",
-        dataset={"path": "local/STSBenchmark", "revision": "mirror"},
-        type="STS",
+        dataset={"path": f"local/{dataset or name}", "revision": "mirror"},
+        type=kind,
         category="t2t",
         modalities=["text"],
         eval_splits=["test"],
         eval_langs=["eng-Latn"],
-        main_score="cosine_spearman",
+        main_score=main_score,
         date=("2017-01-01", "2017-12-31"),
         domains=["Blog", "News", "Written"],
         task_subtypes=[],
@@ -90,6 +90,15 @@ class LocalSTSBenchmark(AbsTaskSTS):
         dialect=[],
         sample_creation="found",
         bibtex_citation="",
+    )
+
+
+class LocalSTSBenchmark(AbsTaskSTS):
+    """STS-B test read from a folder holding `sts-test.csv` (the mirror's `raw/STSBenchmark`)."""
+
+    metadata = mirror_stsb_metadata(
+        "LocalSTSBenchmark", "STS", "cosine_spearman",
+        "STS Benchmark test split read from the local data mirror (raw, as in mteb's STSBenchmark).", "STSBenchmark",
     )
     min_score = 0
     max_score = 5

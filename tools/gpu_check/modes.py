@@ -113,10 +113,10 @@ def corpus_file(mirror: Path) -> Path:
 def build_backbones(scratch: Path, mirror: Path, mode: Mode) -> dict[str, Path]:
     """BERT-base and RoBERTa-base stand-ins (random weights; `mode.shrink` makes them small)."""
     from pipeline.data.standin_models import build_standin
-    from tools.gpu_hours import PAPER_BACKBONES
+    from tools.gpu_hours import paper_backbones
 
     folders = {}
-    for backbone in PAPER_BACKBONES:
+    for backbone in paper_backbones():
         source = paper_settings(backbone).backbone.source  # the hub id conf/backbone/<name>.yaml names
         shrink = mode.shrink
         if shrink is not None and backbone == "roberta":
