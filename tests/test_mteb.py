@@ -269,7 +269,10 @@ def test_an_ensembles_mteb_scores_come_from_its_towers_rows_without_running_an_e
     assert store.counts.passes == 0 and store.counts.reused > 0
     expected, got = _numbers(before), _numbers(after)
     assert expected.keys() == got.keys() and len(expected) > 20
-    # the stored rows were encoded in other batches than the fresh pass, so they may differ in the last bits:
-    # a continuous score agrees to 1e-6, while a classifier's accuracy may flip one of its items (1/90 = 1.1 points)
+    # the stored rows were encoded in other batches than the fresh pass (each sentence is read from the pass that
+    # first encoded it, another task's), so they may differ in the last bits: a continuous score agrees to 1e-6,
+    # while the near-chance logistic regressions of a classification on tiny random towers may flip a few of
+    # their 90 items (measured: 1.5 on average over mteb's experiments)
     flipped = [path for path, value in expected.items() if got[path] != pytest.approx(value, abs=1e-6)]
-    assert all("classification" in path and abs(got[path] - expected[path]) <= 100 / 90 + 1e-6 for path in flipped), flipped
+    assert all("classification" in path and abs(got[path] - expected[path]) <= 3 * 100 / 90 for path in flipped), \
+        [(path, got[path], expected[path]) for path in flipped]
