@@ -219,3 +219,50 @@ def test_a_sentence_is_read_from_the_first_written_shard_whatever_is_added_later
         np.testing.assert_array_equal(reader.tower_rows("test/tower", [sentence]), before)
     # the set that later pass encoded whole is read from it, as it was encoded
     np.testing.assert_array_equal(_store(tmp_path).tower_rows("test/tower", [sentence, partner]), later)
+
+
+EVALUATE_WITH_THE_STORE = """
+import json, sys
+from pathlib import Path
+from pipeline.evaluated_models import WeightedTowers
+from pipeline.evaluation.embedder import HFEmbedder
+from pipeline.evaluation.store import EmbeddingStore, embedder_settings, model_tables
+from pipeline.evaluation.sts import load_tasks, score_tasks
+tower, root, senteval = sys.argv[1:4]
+tasks = load_tasks(senteval, ["STSBenchmark"], max_pairs=100, seed=0)
+store = EmbeddingStore(Path(root), embedder_settings("cls_before_pooler", 32),
+                       lambda folder: HFEmbedder(folder, "cls_before_pooler", 32, 32, "cpu"), 32)
+table = model_tables({"m": WeightedTowers.single(tower)}, tasks, store)["m"]
+print(json.dumps({"avg": score_tasks(table, tasks)["avg"], "passes": store.counts.passes}))
+"""
+
+
+def test_editing_the_pooling_code_changes_the_next_evaluated_score(tmp_path):
+    """Issue 56's fault probe, end to end: the same evaluation twice reads the store (no encoder pass, the same
+    score); then, in a checkout whose pooling code is edited (cls_before_pooler's [CLS] vector shifted by
+    1), the next evaluation misses the store, encodes again and scores what the edited code computes."""
+    import json
+    import shutil
+
+    from conftest import MIRROR, REPO_ROOT
+    from tiny_models import save_tiny_bert
+
+    tower, root = save_tiny_bert(tmp_path / "tower", seed=7), tmp_path / "embeddings"
+
+    def evaluate(checkout: Path) -> dict:
+        done = subprocess.run([sys.executable, "-c", EVALUATE_WITH_THE_STORE, str(tower), str(root), str(MIRROR / "senteval")],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(checkout)})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, again = evaluate(REPO_ROOT), evaluate(REPO_ROOT)
+    assert first["passes"] == 1 and again == {"avg": first["avg"], "passes": 0}
+    edited = tmp_path / "checkout"
+    shutil.copytree(REPO_ROOT / "pipeline", edited / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    encoder = edited / "pipeline" / "modeling" / "encoder.py"
+    source = encoder.read_text()
+    shortcut = "cls_only=True)[:, 0]"  # the last layer run for [CLS] only: cls_before_pooler's path in evaluation
+    assert source.count(shortcut) == 1
+    encoder.write_text(source.replace(shortcut, shortcut + " + 1.0"))
+    after_the_edit = evaluate(edited)
+    assert after_the_edit["passes"] == 1 and after_the_edit["avg"] != first["avg"]
