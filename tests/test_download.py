@@ -441,8 +441,12 @@ def _paper_download(tmp_path, mirror, monkeypatch, manifest, uc_seed=42, root="d
     from pipeline.data.hub_standin import STSB_ARCHIVE_PATH, mirror_files, standin_model_files
     from tools.gpu_hours import compose_paper_params
 
+    from pipeline.data.standin_models import STANDINS
+
     params = compose_paper_params("bert", conf=REPO_ROOT / "conf")
     assert params["data"]["wiki"]["limit"] is None and params["backbone"]["uc_revision"] is None
+    # the stand-ins' own layer count (the test shrinks them): the download checks the setting against the config
+    params["backbone"]["num_layers"] = STANDINS[params["backbone"]["source"]].config["num_hidden_layers"]
     settings = parse_params(params)
     corpus = mirror / "wiki1m" / "wiki1m_for_simcse.head.txt"
     served = (mirror_files(mirror) | standin_model_files([(settings.backbone.source, "main")], tmp_path / "models", corpus, 42)
@@ -490,3 +494,18 @@ def test_serve_names_an_unknown_standin_model_in_one_line(tmp_path, mirror):
                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "error: --models gpt2: no offline stand-in; it builds: bert-base-uncased, ffgcc/InfoCSE-bert-base, roberta-base"]
+
+
+def test_the_layer_count_setting_is_checked_against_the_fetched_models_config(tmp_path):
+    """backbone.num_layers is what the settings check cael against before any download: the download refuses a
+    backbone whose config says otherwise, naming both counts and the preset to fix."""
+    from pipeline.config import BackboneSettings
+    from pipeline.data.download import check_layer_count
+    from tiny_models import save_tiny_bert
+
+    folder = save_tiny_bert(tmp_path / "tower", seed=1, layers=2)
+    settings = dict(name="minilm", source="package:x", uc_source="package:y", uc_weight=0.5)
+    check_layer_count(BackboneSettings(num_layers=2, **settings), folder)
+    with pytest.raises(PipelineError, match=r"^backbone.num_layers=6 but package:x has 2 layers \(its config.json\); "
+                                            r"set num_layers: 2 in conf/backbone/minilm.yaml$"):
+        check_layer_count(BackboneSettings(num_layers=6, **settings), folder)

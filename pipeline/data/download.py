@@ -189,6 +189,22 @@ def _fetch_backbones(backbone: BackboneSettings, endpoint: str | None, destinati
         fetch_backbone(source, destination, hub_revision(revision), endpoint, manifest)
 
 
+def check_layer_count(backbone: BackboneSettings, folder: Path) -> None:
+    """`backbone.num_layers` (what the settings check `cael` and `drop_layernorm` against at load, before any
+    download) must be the fetched model's own count, read from its config through its family's adapter."""
+    from transformers import AutoConfig
+
+    from pipeline.modeling.architecture import architecture_of
+
+    config = AutoConfig.from_pretrained(folder)
+    layers = architecture_of(config).layer_count(config)
+    if layers != backbone.num_layers:
+        raise PipelineError(
+            f"backbone.num_layers={backbone.num_layers} but {backbone.source} has {layers} layers (its config.json); "
+            f"set num_layers: {layers} in conf/backbone/{backbone.name}.yaml"
+        )
+
+
 @contextmanager
 def _backbone_hub(data: DataSettings, backbone: BackboneSettings, seed: int, corpus: Path, scratch: Path) -> Iterator[str | None]:
     """The hub the backbones come from: `data.hub_endpoint`, or with `standin` (the rehearsal) a
@@ -240,6 +256,7 @@ def download(
         write_text_atomic(scratch / "corpus.txt", "".join(f"{sentence}\n" for sentence in corpus))
         with _backbone_hub(data, backbone, seed, scratch / "corpus.txt", scratch) as endpoint:
             _fetch_backbones(backbone, endpoint, (scratch / "backbone", scratch / "uc"), manifest)
+        check_layer_count(backbone, scratch / "backbone")
 
         senteval_files = _write_senteval(senteval_folder, mirror, at(paths.SENTEVAL))
         with atomic_directory(at(paths.ORIGINAL_BENCHMARKS)) as original:
