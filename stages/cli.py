@@ -58,3 +58,20 @@ def prune_embeddings(
     deleted = prune(paths.EMBEDDINGS_CACHE, int(max_gb * 2**30))
     typer.echo(f"[prune-embeddings] deleted {len(deleted)} files; {store_size(paths.EMBEDDINGS_CACHE) / 2**20:.1f} MiB left "
                f"in {paths.EMBEDDINGS_CACHE}")
+
+
+@app.command("settle")
+def settle(
+    claim: str = typer.Argument(..., help="the id of an order claim of claims.yaml between two models of the run"),
+    budget_gpu_hours: float = typer.Option(None, "--budget-gpu-hours", min=0,
+                                           help="what the new seeds may cost: GPU hours at paper scale, this machine's hours at the tiny scale"),
+    max_seeds: int = typer.Option(None, "--max-seeds", min=2, help="or: the most seeds per arm"),
+    plan: bool = typer.Option(False, "--plan", help="print the looks, their cost and the chance of deciding; run nothing"),
+    scale: str = typer.Option(None, "--scale", help="plan at another scale than the workspace's (paper: priced from reports/bench-gpu.json)"),
+) -> None:
+    """Settle a claim within a budget: seeds added in rounds (DVC experiments) until the sequential rule decides it,
+    the budget left cannot, or it is spent (docs/scaling.md, "Settling a claim"). Not a DVC stage."""
+    from tools.settle.command import settle_command
+
+    with one_line_errors():
+        typer.echo(settle_command(claim, budget_gpu_hours, max_seeds, plan, scale))

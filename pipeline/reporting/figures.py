@@ -53,7 +53,8 @@ MAX_TOKEN_LABELS = 40
 TOKEN_FONT_SIZE = 7
 
 
-def _png(figure) -> bytes:
+def png_bytes(figure) -> bytes:
+    """A figure as PNG bytes, with the fixed metadata that keeps a redrawn figure byte-identical; the figure is closed."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100, metadata=_PNG_METADATA)
     plt.close(figure)
@@ -82,7 +83,7 @@ def cosine_grid_plot(grids: Mapping[str, Mapping[str, Sequence[float]]], cosine_
 
 
 def cosine_grid_figure(grids: Mapping[str, Mapping[str, Sequence[float]]], cosine_bins: Sequence[str]) -> bytes:
-    return _png(cosine_grid_plot(grids, cosine_bins))
+    return png_bytes(cosine_grid_plot(grids, cosine_bins))
 
 
 def token_ticks(axis, tokens: Sequence[str], x: bool, y: bool) -> None:
@@ -126,7 +127,7 @@ def attention_map_plot(maps: Mapping[str, Mapping[str, Any]]):
 
 
 def attention_map_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
-    return _png(attention_map_plot(maps))
+    return png_bytes(attention_map_plot(maps))
 
 
 def _labelled_scatter(axis, xs: Sequence[float], ys: Sequence[float], labels: Sequence[str]) -> None:
@@ -149,7 +150,7 @@ def alignment_uniformity_figure(rows: Sequence[Mapping[str, Any]]) -> bytes:
     axis.set_xlabel("uniformity  l_uniform (lower is better)")
     axis.set_ylabel("alignment  l_align (lower is better)")
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def cls_energy_figure(rows: Sequence[Mapping[str, Any]]) -> bytes:
@@ -171,7 +172,7 @@ def cls_energy_figure(rows: Sequence[Mapping[str, Any]]) -> bytes:
     axis.set_xlabel("E_CLS, mean over layers")
     axis.set_ylabel("7-STS average (Spearman × 100)")
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def cosine_density_figure(tables: Mapping[str, Sequence[Mapping[str, float]]]) -> bytes:
@@ -189,7 +190,7 @@ def cosine_density_figure(tables: Mapping[str, Sequence[Mapping[str, float]]]) -
     axes[0][0].set_ylabel("density", fontsize=8)
     axes[0][-1].legend(fontsize=6)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def norm_histogram_figure(rows: Sequence[Mapping[str, float]], towers: str) -> bytes:
@@ -204,7 +205,7 @@ def norm_histogram_figure(rows: Sequence[Mapping[str, float]], towers: str) -> b
     axis.set_ylabel("density")
     axis.legend(fontsize=8)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def attention_sink_plot(maps: Mapping[str, Mapping[str, Any]]):
@@ -227,7 +228,7 @@ def attention_sink_plot(maps: Mapping[str, Mapping[str, Any]]):
 
 
 def attention_sink_figure(maps: Mapping[str, Mapping[str, Any]]) -> bytes:
-    return _png(attention_sink_plot(maps))
+    return png_bytes(attention_sink_plot(maps))
 
 
 def training_curve_figure(curves: Mapping[str, Any], column: str, label: str) -> bytes:
@@ -249,7 +250,7 @@ def training_curve_figure(curves: Mapping[str, Any], column: str, label: str) ->
     axis.set_ylabel(label)
     axis.grid(alpha=0.3)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 def training_figures(folder: Path) -> dict[str, bytes]:
@@ -319,7 +320,7 @@ def bar_line_figure(
     axis.set_title(title, fontsize=8)
     figure.legend(loc="upper right", fontsize=7)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)
 
 
 VERDICT_COLOURS = {"holds": "tab:green", "reproduced": "tab:green", "reproduced, higher": "tab:green",
@@ -345,4 +346,4 @@ def claims_forest_figure(groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> b
     axis.set_xlabel("difference (points; ours − paper for a value claim, better − worse for an order)")
     axis.set_title("Claims: pair-only interval (thin), pair + seed interval (thick), band shaded", fontsize=9)
     figure.tight_layout()
-    return _png(figure)
+    return png_bytes(figure)

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from pipeline.losses import norm_ratio
-from pipeline.reporting.figures import _png as png_bytes, plt
+from pipeline.reporting.figures import plt, png_bytes
 
 # The papers plot "part of the domain of definition" without printing its bounds: t spans its whole
 # range [-1, 1], k (0, +∞) is cut at 4 (docs/method.md).

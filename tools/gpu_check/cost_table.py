@@ -11,28 +11,46 @@ COST_BASIS = {"pretrain": "pretrain_bert_64x32", "tncse": "tncse_bert_64x64", "j
               "distill": "distill_bert_64x32", "tncse@roberta": ("tncse_roberta_256x64", "tncse_roberta_256x64_checkpointed")}
 
 
-def cost_record(throughput: dict, device: str, precision: str) -> dict:
-    """GPU hours per table from the measured steps (tools.gpu_hours); the RoBERTa twin's plain step when
-    it fit, else the checkpointed one (the paper preset trains it plain)."""
-    from tools.gpu_hours import MeasuredCosts, StepTiming, paper_cost
+def measured_costs(throughput: dict, device: str, precision: str) -> "MeasuredCosts | str":
+    """The measured steps and evaluator speed as `tools.gpu_hours` prices them (the RoBERTa twin's plain step
+    when it fit, else the checkpointed one: the paper preset trains it plain); a string saying what is missing."""
+    from tools.gpu_hours import MeasuredCosts, StepTiming
 
-    steps, basis = {}, {}
+    steps = {}
     for kind, items in COST_BASIS.items():
         for item in (items,) if isinstance(items, str) else items:
             record = throughput.get(item, {})
             if "step_seconds" in record:
                 steps[kind] = StepTiming(record["step_seconds"], record["batch_size"], record["max_length"])
-                basis[kind] = item
                 break
     evaluator = throughput.get(EVALUATOR_ITEM, {})
     if "sentences_per_s" not in evaluator:
-        return {"error": "the evaluator was not measured: it is the basis of every evaluation's cost"}
-    measured = MeasuredCosts(steps, evaluator["sentences_per_s"], evaluator["sentences"], precision, device)
+        return "the evaluator was not measured: it is the basis of every evaluation's cost"
+    return MeasuredCosts(steps, evaluator["sentences_per_s"], evaluator["sentences"], precision, device)
+
+
+def _basis(throughput: dict) -> dict[str, str]:
+    """Which measured item each step kind is priced from."""
+    basis = {}
+    for kind, items in COST_BASIS.items():
+        found = [item for item in ((items,) if isinstance(items, str) else items) if "step_seconds" in throughput.get(item, {})]
+        if found:
+            basis[kind] = found[0]
+    return basis
+
+
+def cost_record(throughput: dict, device: str, precision: str) -> dict:
+    """GPU hours per table from the measured steps (tools.gpu_hours)."""
+    from tools.gpu_hours import paper_cost
+
+    measured = measured_costs(throughput, device, precision)
+    if isinstance(measured, str):
+        return {"error": measured}
     try:
         cost = paper_cost(measured, ROOT / "tables.yaml", ROOT / "conf", ROOT / "dvc.yaml")
     except PipelineError as error:
-        return {"error": str(error), "basis": basis}
-    return {"basis": basis, **cost}
+        return {"error": str(error), "basis": _basis(throughput)}
+    return {"basis": _basis(throughput), **cost}
 
 
 def cost_markdown(report: dict) -> str:

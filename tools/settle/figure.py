@@ -1,0 +1,37 @@
+"""The figure of a settling: each look's interval of the improvement against the margin, narrowing as
+seeds are added, the decision marked (reports/settle/<claim id>.png)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from pipeline.io import atomic_path  # noqa: E402
+from pipeline.reporting.figures import png_bytes  # noqa: E402
+
+DECISION_COLOURS = {"holds": "tab:green", "contradicted": "tab:red", "futile": "tab:gray", "continue": "tab:blue",
+                    "inconclusive": "tab:orange"}
+
+
+def looks_figure(record: dict, path: Path) -> None:
+    """One point per look: Δ̂ with its sequential interval (the look's boundary), the margin as a line."""
+    looks = record["looks"]
+    figure, axis = plt.subplots(figsize=(6.0, 3.4), layout="constrained")
+    for look in looks:
+        low, high = look["interval"]
+        colour = DECISION_COLOURS.get(look["decision"], "black")
+        axis.errorbar([look["seeds_per_arm"]], [look["difference"]], yerr=[[look["difference"] - low], [high - look["difference"]]],
+                      fmt="o", color=colour, capsize=4, label=look["decision"])
+    axis.axhline(record["margin"], color="black", linewidth=0.8, linestyle="--", label="margin")
+    handles, labels = axis.get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    axis.legend(unique.values(), unique.keys(), fontsize=8, loc="best")
+    axis.set_xlabel("seeds per arm at the look")
+    axis.set_ylabel(f"{record['better']} − {record['worse']} ({record['column']})")
+    axis.set_title(f"{record['claim']}: {record['outcome']}", fontsize=9)
+    with atomic_path(path) as temporary:
+        temporary.write_bytes(png_bytes(figure))
