@@ -5,5 +5,6 @@ statistical rules that judge them against our runs.
 module (`value`, `order`, `trend`, `one_value`, `correlation`, `spread`, `unmeasured`). The rules they call
 are leaves of numpy and scipy: `estimates` (the interval of a difference, both noises counted), `rules`
 (the verdict from an interval, a family, a correlation or a spread), `decidable` (what a comparison could
-decide, and the seeds it would take) and `verdict_names` (the verdicts as the report prints them).
+decide, and the seeds it would take), `sequential` (looks of seeds with α-spending boundaries: stop
+as soon as a claim is decided) and `verdict_names` (the verdicts as the report prints them).
 """
