@@ -26,7 +26,7 @@ from tools.settle.settling import SETTLE_REPORTS, Budget, Settling, differences,
 from tools.settle.target import (SettleTarget, measured_gpu_costs, paper_hours_per_seed, settle_target,
                                  tiny_seconds_per_seed)
 
-TINY_UNIT = "hours of this machine (the tiny scale trains on its CPU)"
+TINY_UNIT = "CPU hours here"  # the tiny scale trains on this machine's CPU: its measured seconds price a seed
 
 
 def pair_variance(target: SettleTarget, folder: Path = METRICS_BOOTSTRAP) -> float:

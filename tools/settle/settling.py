@@ -97,9 +97,7 @@ def run_settling(settling: Settling, source: SeedSource, recorded: list[int], ou
         if output is not None:
             write_settling(settling, output)
         if look["decision"] in STOPS:
-            break
-    else:
-        settling.outcome = "budget spent" if settling.outcome not in STOPS else settling.outcome
+            break  # decided, or futile; past the last look the outcome is its verdict (inconclusive: budget spent)
     if output is not None:
         write_settling(settling, output)
     return settling
