@@ -71,7 +71,7 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
     """The tables, the figures, the claims' verdicts (REPRODUCTION.md, claims.json) and the summary line."""
     from pipeline import paths
     from pipeline.verdicts.claims_file import evaluate_claims, load_claims
-    from pipeline.writeup.decidability import annotate, claim_details, gpu_hours_per_seed
+    from pipeline.writeup.decidability import annotate, claim_details, gpu_hours_per_seed, settled_records
     from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.inconsistencies import inconsistencies
     from pipeline.writeup.report import (
@@ -84,7 +84,7 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
     claims = load_claims(tables, workspace_params, claims_file)
     built = build_tables(tables, source)
     verdicts = evaluate_claims(claims, tables, source, load_record())  # arms from the committed seed record
-    annotate(verdicts, tables, gpu_hours_per_seed(paths.BENCH.with_name("bench-gpu.json")))
+    annotate(verdicts, tables, gpu_hours_per_seed(paths.BENCH.with_name("bench-gpu.json")), settled_records())
     environments = recorded_environments()  # every input read (and checked) before the first write
     write_training_figures()
     found = source.experiments

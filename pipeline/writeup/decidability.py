@@ -17,13 +17,14 @@ from typing import Any
 
 from scipy import stats
 
+from pipeline import paths
 from pipeline.writeup.render import paper_of
 from pipeline.verdicts.claim import Comparison, Verdict
 from pipeline.verdicts.decidable import decidable_gap, seeds_needed
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, Estimate
 from pipeline.verdicts.order import ComparisonClaim, OrderClaim
 from pipeline.verdicts.value import ValueClaim
-from pipeline.verdicts.verdict_names import UNDECIDED
+from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, UNDECIDED
 
 POWER = 0.80
 
@@ -122,10 +123,32 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
     return record
 
 
-def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float]) -> None:
-    """Set `would_take` on every undecided claim (the backbone's GPU hours per seed from `gpu_hours`)."""
+def settled_text(record: dict) -> str:
+    """A settling's outcome as the claim's row says it (reports/settle/<claim id>.json)."""
+    looks, budget = record["looks"], record["budget"]
+    last = looks[-1]
+    spent = f"{record['hours_spent']:.3g} {budget['unit']}"
+    where = f"{paths.SETTLE.as_posix()}/{record['claim']}.json"
+    if record["outcome"] in (HOLDS, CONTRADICTED):
+        return (f"settled: {record['outcome']} after {last['seeds_per_arm']} seeds per arm ({spent}), Δ {last['difference']:+.2f} "
+                f"[{last['interval'][0]:.2f}, {last['interval'][1]:.2f}] at the sequential boundary ({where})")
+    return (f"not decidable within the budget of {budget['max_seeds_per_arm']} seeds per arm ({budget['hours']:.3g} "
+            f"{budget['unit']}): {record['outcome']} after {last['seeds_per_arm']} seeds per arm, {spent} spent ({where})")
+
+
+def settled_records(folder: Path = paths.SETTLE) -> dict[str, dict]:
+    """Every settling's record by claim id (none where no claim was settled)."""
+    return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+
+
+def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float], settled: dict[str, dict] | None = None) -> None:
+    """Set `would_take` on every undecided claim (the backbone's GPU hours per seed from `gpu_hours`), led by
+    its settling's outcome where it was settled (`settled`, by claim id)."""
     for result in verdicts:
         result.would_take = would_take(result, gpu_hours, result.claim.claim_backbone(tables))
+        record = (settled or {}).get(result.claim.id)
+        if record is not None and result.would_take is not None:
+            result.would_take = f"{settled_text(record)}. {result.would_take}"
 
 
 def gpu_hours_per_seed(path: Path) -> dict[str, float]:

@@ -115,9 +115,11 @@ class DvcSeeds(SeedSource):
         for seed in seeds:
             run_queue_command(f"dvc exp run --queue -n {experiment_name(self.target, seed)} -S seed={seed} "
                               + " ".join(self.target.stages))
-        started = self.run(["dvc", "queue", "start", "-j", "1"])
+        # the worker it starts outlives it and would hold a captured pipe open: no pipes
+        started = subprocess.run(["dvc", "queue", "start", "-j", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 timeout=120)
         if started.returncode:
-            raise PipelineError(f"`dvc queue start` failed: {started.stderr.strip()}")
+            raise PipelineError("`dvc queue start -j 1` failed; run it by hand to see why, then settle again (it resumes)")
 
     def wait(self, seeds: list[int]) -> None:
         names = {experiment_name(self.target, seed) for seed in seeds}
