@@ -23,6 +23,7 @@ from pipeline.reporting.seed_record import SeedRecord, settings_digest
 from tools.settle.target import SettleTarget
 
 Observation = tuple[float, float]  # (better, worse) of the claim's column, one run
+EXPERIMENT_COMMITS = 50  # a settling resumed after commits (its experiments stay on the commit they ran from)
 
 
 def experiment_name(target: SettleTarget, seed: int) -> str:
@@ -87,7 +88,7 @@ class DvcSeeds(SeedSource):
 
     def observed(self) -> dict[int, Observation]:
         found = record_observations(self.record, self.target, self.params)
-        search = search_experiments(1)
+        search = search_experiments(EXPERIMENT_COMMITS)
         if search.problem:
             raise PipelineError(search.problem)
         wanted = settings_digest(self.params)
