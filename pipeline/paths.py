@@ -29,7 +29,6 @@ ANALYSIS = REPORTS / "analysis"
 MTEB = REPORTS / "mteb"  # MTEB suite results per model (pipeline.evaluation.mteb_suites)
 TABLES = REPORTS / "tables"
 BENCH = REPORTS / "bench.json"
-SETTLE = REPORTS / "settle"  # settled claims: <claim id>.json and .png (python -m stages settle)
 # The git commit, host and time of each stage's run: git-tracked, no DVC output or dependency, so
 # dvc.lock stays a function of code, data and params (pipeline.execution.environment).
 PROVENANCE = REPORTS / "provenance"

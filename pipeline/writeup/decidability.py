@@ -17,7 +17,7 @@ from typing import Any
 
 from scipy import stats
 
-from pipeline import paths
+from pipeline.paths import REPORTS
 from pipeline.writeup.render import paper_of
 from pipeline.verdicts.claim import Comparison, Verdict
 from pipeline.verdicts.decidable import decidable_gap, seeds_needed
@@ -123,12 +123,15 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
     return record
 
 
+SETTLED_CLAIMS = REPORTS / "settle"  # <claim id>.json and .png of each settling (python -m stages settle)
+
+
 def settled_text(record: dict) -> str:
     """A settling's outcome as the claim's row says it (reports/settle/<claim id>.json)."""
     looks, budget = record["looks"], record["budget"]
     last = looks[-1]
     spent = f"{record['hours_spent']:.3g} {budget['unit']}"
-    where = f"{paths.SETTLE.as_posix()}/{record['claim']}.json"
+    where = f"{SETTLED_CLAIMS.as_posix()}/{record['claim']}.json"
     if record["outcome"] in (HOLDS, CONTRADICTED):
         return (f"settled: {record['outcome']} after {last['seeds_per_arm']} seeds per arm ({spent}), Δ {last['difference']:+.2f} "
                 f"[{last['interval'][0]:.2f}, {last['interval'][1]:.2f}] at the sequential boundary ({where})")
@@ -136,7 +139,7 @@ def settled_text(record: dict) -> str:
             f"{budget['unit']}): {record['outcome']} after {last['seeds_per_arm']} seeds per arm, {spent} spent ({where})")
 
 
-def settled_records(folder: Path = paths.SETTLE) -> dict[str, dict]:
+def settled_records(folder: Path = SETTLED_CLAIMS) -> dict[str, dict]:
     """Every settling's record by claim id (none where no claim was settled)."""
     return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
 

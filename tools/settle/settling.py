@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.io import write_json_atomic
-from pipeline.paths import SETTLE
+from pipeline.writeup.decidability import SETTLED_CLAIMS
 from pipeline.verdicts import sequential
 from tools.settle.rounds import SeedSource, seed_order
 from tools.settle.target import SettleTarget
 
-SETTLE_REPORTS = SETTLE
+SETTLE_REPORTS = SETTLED_CLAIMS
 STOPS = ("holds", "contradicted", "futile")
 
 
