@@ -48,6 +48,10 @@ class SeedSource(ABC):
         """Every seed with a finished run: its (better, worse)."""
 
     @abstractmethod
+    def _superseded(self, task, tasks) -> bool:
+        """A failed task of a seed queued again since: not this round's outcome."""
+        return task.status == "Failed" and any(other.name == task.name and other.status != "Failed" for other in tasks)
+
     def pending(self) -> set[int]:
         """Seeds queued or running now."""
 
@@ -108,11 +112,18 @@ class DvcSeeds(SeedSource):
             raise PipelineError(f"`dvc queue status` failed: {status.stderr.strip().splitlines()[-1:] or status.returncode}")
         return parse_queue_status(status.stdout)
 
+    def _superseded(self, task, tasks) -> bool:
+        """A failed task of a seed queued again since: not this round's outcome."""
+        return task.status == "Failed" and any(other.name == task.name and other.status != "Failed" for other in tasks)
+
     def pending(self) -> set[int]:
         return {self._seed_of(task.name) for task in self._tasks()
                 if self._seed_of(task.name) is not None and task.status in ("Queued", "Running")}
 
     def queue(self, seeds: list[int]) -> None:
+        for task in self._tasks():  # an earlier try's failed task of a seed would be read as this round's
+            if task.status == "Failed" and self._seed_of(task.name) in seeds:
+                self.run(["dvc", "queue", "remove", task.task])
         for seed in seeds:
             run_queue_command(f"dvc exp run --queue -n {experiment_name(self.target, seed)} -S seed={seed} "
                               + " ".join(self.target.stages))
@@ -125,7 +136,8 @@ class DvcSeeds(SeedSource):
     def wait(self, seeds: list[int]) -> None:
         names = {experiment_name(self.target, seed) for seed in seeds}
         while True:
-            tasks = [task for task in self._tasks() if task.name in names]
+            listed = self._tasks()
+            tasks = [task for task in listed if task.name in names and not self._superseded(task, listed)]
             failed = [task for task in tasks if task.status == "Failed"]
             if failed:
                 raise PipelineError(f"the run of {failed[0].name} failed: `dvc queue logs {failed[0].task}` says why; "
