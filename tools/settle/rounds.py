@@ -48,10 +48,6 @@ class SeedSource(ABC):
         """Every seed with a finished run: its (better, worse)."""
 
     @abstractmethod
-    def _superseded(self, task, tasks) -> bool:
-        """A failed task of a seed queued again since: not this round's outcome."""
-        return task.status == "Failed" and any(other.name == task.name and other.status != "Failed" for other in tasks)
-
     def pending(self) -> set[int]:
         """Seeds queued or running now."""
 
