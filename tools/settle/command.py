@@ -42,11 +42,11 @@ def pair_variance(target: SettleTarget, folder: Path = METRICS_BOOTSTRAP) -> flo
     return float(np.var(scores[0] - scores[1], ddof=1))
 
 
-def _noise(target: SettleTarget, params: dict, paper: bool) -> tuple[float, float, dict[int, tuple[float, float]], str]:
+def _noise(target: SettleTarget, params: dict, paper: bool, record) -> tuple[float, float, dict[int, tuple[float, float]], str]:
     """(sd of the within-run difference, τ², the record's observations, where the noise comes from)."""
     if paper:
         return math.sqrt(2) * PAPER_SCALE_PRIOR.sd, 0.0, {}, f"{PAPER_SCALE_PRIOR.source}, × √2 for a difference; no pair noise"
-    observed = record_observations(load_record(), target, params)
+    observed = record_observations(record, target, params)
     if len(observed) < 2:
         raise PipelineError("the committed seed record (reports/seed_noise.json) does not hold the workspace's settings and "
                             f"both {target.better} and {target.worse}: `python scripts/seed_noise.py --seeds 42 1 --run` first")
@@ -100,7 +100,8 @@ def settle_command(claim_id: str, hours: float | None, max_seeds: int | None, pl
     params = yaml.safe_load(params_file.read_text(encoding="utf-8"))
     target = settle_target(claim_id, params)
     paper = (scale or params["scale"]) == "paper"
-    sd, tau2, observed, source = _noise(target, params, paper)
+    record = load_record()
+    sd, tau2, observed, source = _noise(target, params, paper, record)
     budget = _budget(target, params, paper, len(observed), hours, max_seeds)
     plan = sequential.plan(budget.max_seeds)
     if plan_only:
@@ -108,7 +109,7 @@ def settle_command(claim_id: str, hours: float | None, max_seeds: int | None, pl
     if paper and params["scale"] != "paper":
         raise PipelineError(f"the workspace runs the {params['scale']} scale: settle runs at the workspace's scale "
                             "(`--scale paper` plans only; compose the paper preset to run it)")
-    settling = run_settling(Settling(target, plan, budget, tau2), DvcSeeds(target, params, load_record()),
+    settling = run_settling(Settling(target, plan, budget, tau2), DvcSeeds(target, params, record),
                             list(observed), SETTLE_REPORTS)
     last = settling.looks[-1]
     return (f"[settle] {claim_id}: {settling.outcome} after {last['seeds_per_arm']} seeds per arm "

@@ -76,9 +76,9 @@ def run_settling(settling: Settling, source: SeedSource, recorded: list[int], ou
     """Look after look: run the seeds a look lacks (if the budget pays for them), judge, write; stop when decided,
     futile, or when the next look is past the budget."""
     order = seed_order(recorded, settling.plan.looks[-1] - len(recorded))
+    observed = source.observed()  # read again only after a round: a DVC source reads every experiment to answer
     for index, seeds_at_look in enumerate(settling.plan.looks):
         seeds = order[:seeds_at_look]
-        observed = source.observed()
         missing = [seed for seed in seeds if seed not in observed]
         if missing:
             pending = source.pending()
@@ -95,20 +95,18 @@ def run_settling(settling: Settling, source: SeedSource, recorded: list[int], ou
         settling.looks.append(look)
         settling.outcome = look["decision"]
         if output is not None:
-            write_settling(settling, output)
+            write_settling(settling, output)  # each look as it is judged: a kill keeps the looks made
         if look["decision"] in STOPS:
             break  # decided, or futile; past the last look the outcome is its verdict (inconclusive: budget spent)
-    if output is not None:
-        write_settling(settling, output)
     return settling
 
 
 def write_settling(settling: Settling, folder: Path = SETTLE_REPORTS) -> Path:
     """reports/settle/<claim id>.json and its figure beside it."""
-    path = folder / f"{settling.target.claim_id}.json"
-    write_json_atomic(path, settling.record())
+    path, record = folder / f"{settling.target.claim_id}.json", settling.record()
+    write_json_atomic(path, record)
     if settling.looks:
         from tools.settle.figure import looks_figure
 
-        looks_figure(settling.record(), path.with_suffix(".png"))
+        looks_figure(record, path.with_suffix(".png"))
     return path

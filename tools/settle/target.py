@@ -20,7 +20,7 @@ from pipeline.reporting.runs import param_at, requirement
 from pipeline.reporting.spec import load_tables
 from pipeline.verdicts.claims_file import load_claims
 from pipeline.verdicts.order import OrderClaim
-from tools.gpu_hours import MeasuredCosts, Producers, StageInstance, plan_run, stage_instances
+from tools.gpu_hours import MeasuredCosts, Producers, StageInstance, compose_paper_params, plan_run, stage_instances
 
 BENCH_GPU = REPORTS / "bench-gpu.json"
 BENCH_CPU = REPORTS / "bench.json"
@@ -99,16 +99,10 @@ def tiny_seconds_per_seed(target: SettleTarget, params: dict, bench_file: Path =
 def paper_hours_per_seed(target: SettleTarget, measured: MeasuredCosts) -> float:
     """GPU hours of one seed at paper scale: the planned run's instances the two evaluations need."""
     run = plan_run(target.backbone, [], measured)
-    params = _paper_params(target.backbone)
+    params = compose_paper_params(target.backbone)
     names = {instance.name for instance in upstream(target.stages, stage_instances(params))}
     seconds = sum(cost for cost, how in run.costs.values() if how.split(":")[0] in names)
     return seconds / 3600
-
-
-def _paper_params(backbone: str) -> dict:
-    from tools.gpu_hours import compose_paper_params
-
-    return compose_paper_params(backbone)
 
 
 def measured_gpu_costs(report_file: Path = BENCH_GPU) -> MeasuredCosts:
