@@ -6,8 +6,10 @@ reproduce?") and exits 0 on the first two:
   environment records — CPU, microarchitecture, vector ISA, caches, logical CPUs, GPU, threads, world size —
   are the committed run's);
 - equivalent: the inputs (code, data, params, the requirements lock) are the same, the machine differs, every
-  claim's verdict is unchanged and every score moved by at most --fraction of its 95% half-width (the largest
-  ratio is printed with where it occurs);
+  claim's estimate (Δ̂, both interval ends, τ) moved by at most --fraction of that claim's own half-width h (a
+  verdict word that flipped inside that is named), every score by at most --fraction of its 95% half-width,
+  every number without an interval by at most tools.result_numbers.RELATIVE_TOLERANCE of its size (the
+  largest movements are printed with where they occur);
 - not reproduced: exit 1, naming the first input, output or metric that differs — or the first file in the
   workspace that is not what dvc.lock (outputs, code, params: hashed here) or git's HEAD records.
 Bad arguments (a missing --root) or a missing dvc.lock: one line, exit 2.
@@ -39,8 +41,9 @@ def main() -> int:
         return 2
     for line in check.lines:
         print(line)
-    ratio, where = check.largest
-    print(f"largest score movement: {ratio:.3f} of its 95% half-width ({where or 'none'}); allowed {arguments.fraction}")
+    for name, unit in (("score", "of its 95% half-width"), ("estimate", "h, the claim's own half-width")):
+        if name in check.largest:
+            print(f"largest {name} movement: {check.largest[name].text(unit)}; allowed {arguments.fraction}")
     for problem in check.problems:
         print(f"not reproduced: {problem}")
     print(f"verdict: {check.verdict}" + ("" if check.passed else f" ({len(check.problems)} differences from {arguments.ref})"))

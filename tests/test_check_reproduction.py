@@ -43,7 +43,11 @@ LOCK = {"schema": "2.0", "stages": {
 # the report reads `dvc exp show` (the git history) too: dvc.yaml marks it always_changed
 DVC_YAML = {"stages": {"report": {"cmd": "python -m stages report", "always_changed": True}}}
 CLAIMS = {"claims": 2, "verdicts": {"holds": 1, "not_run": 1},
-          "by_claim": {"tncse-beats-tower-i": "holds", "tncse-bert-avg": "not run"}}
+          "by_claim": {"tncse-beats-tower-i": "holds", "tncse-bert-avg": "not run"},
+          # the estimate the verdict is read from: h = 0.24
+          "details": {"tncse-beats-tower-i": {"kind": "order", "verdict": "holds", "comparisons": [
+              {"better": "TNCSE", "worse": "Tower I", "verdict": "holds", "difference": 0.25, "interval": [0.01, 0.49],
+               "tau": 0.07}]}, "tncse-bert-avg": {"kind": "value", "verdict": "not run", "interval": None}}}
 FILES = {
     "reports/metrics/details/joint.json": DETAILS,
     "reports/metrics/joint.json": HEADLINE,
@@ -211,28 +215,50 @@ def test_another_cpu_that_moves_a_score_too_far_is_not_reproduced(project):
     assert check(project, "--fraction", "0.2").returncode == 0  # the rule's share is a setting
 
 
-def test_another_cpu_that_changes_a_verdict_is_not_reproduced(project):
+def estimate(claims, **parts):
+    """claims.json with the comparison's estimate moved (difference, low, high, tau) and its verdict word set."""
+    comparison = claims["details"]["tncse-beats-tower-i"]["comparisons"][0]
+    low, high = parts.pop("low", comparison["interval"][0]), parts.pop("high", comparison["interval"][1])
+    comparison.update(parts, interval=[low, high])
+
+
+def test_another_cpu_that_changes_a_verdict_word_with_no_estimate_is_not_reproduced(project):
     another_machine(project)
-    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "inconclusive"}))
+    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-bert-avg": "inconclusive"}))
     result = check(project)
     assert result.returncode == 1
-    assert "reports/claims.json: verdict changed: tncse-beats-tower-i: inconclusive vs committed holds" in result.stdout
+    assert ("reports/claims.json: verdict changed with no estimate to judge it by: tncse-bert-avg: inconclusive vs "
+            "committed not run") in result.stdout
 
 
-def test_a_verdict_at_the_edge_flipping_to_inconclusive_is_equivalent_and_named(project):
-    """A verdict whose interval ends within a tenth of its half-width of the boundary (claims.json's
-    `at_edge`) may flip on another CPU: to or from "inconclusive" that is equivalent, and the line names
-    it; the same flip of a verdict not at the edge stays "not reproduced"."""
-    edit(project, "reports/claims.json", lambda c: c.update(details={"tncse-beats-tower-i": {"at_edge": True}}))
-    git(project, "-c", "user.name=ci", "-c", "user.email=ci@example.org", "commit", "-qam", "the committed run, one verdict at the edge")
+def test_a_verdict_word_that_flips_inside_its_estimates_tolerance_is_equivalent_and_named(project):
+    """The interval ended at the boundary: another CPU moves its low end by 0.02 (0.083 h) across 0, the word
+    flips to inconclusive, the estimate stays: equivalent, and the line names the flip."""
     another_machine(project)
-    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "inconclusive"}))
+    edit(project, "reports/claims.json", lambda c: (estimate(c, low=-0.01, difference=0.24),
+                                                     c["by_claim"].update({"tncse-beats-tower-i": "inconclusive"})))
     result = check(project)
     assert result.returncode == 0, result.stdout
-    assert "verdict: equivalent" in result.stdout
-    assert "1 at the edge, equivalent: tncse-beats-tower-i: inconclusive vs committed holds" in result.stdout
-    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "contradicted"}))
-    assert check(project).returncode == 1  # across the boundary's other side: not an edge flip
+    assert ("1 with every estimate inside its tolerance, accepted: tncse-beats-tower-i: inconclusive vs committed holds"
+            in result.stdout)
+    assert "largest estimate movement: 0.083 h" in result.stdout
+
+
+@pytest.mark.parametrize("parts, moved", [
+    ({"difference": -0.22, "low": -0.46, "high": 0.02}, "Δ̂ -0.2200 vs committed +0.2500, h 0.2400: moved 1.958 h"),
+    ({"difference": 0.322}, "Δ̂ +0.3220 vs committed +0.2500, h 0.2400: moved 0.300 h"),
+    ({"tau": 0.142}, "τ +0.1420 vs committed +0.0700, h 0.2400: moved 0.300 h"),
+    ({"high": 0.56}, "high +0.5600 vs committed +0.4900, h 0.2400: moved 0.292 h"),
+])
+def test_an_estimate_that_moves_more_than_a_tenth_of_its_half_width_is_not_reproduced(project, parts, moved):
+    """Whatever the words say: the verdict word is left as committed (holds), or flips to inconclusive."""
+    another_machine(project)
+    edit(project, "reports/claims.json", lambda c: estimate(c, **parts))
+    result = check(project)
+    assert result.returncode == 1
+    assert f"reports/claims.json: tncse-beats-tower-i (TNCSE − Tower I): {moved} (allowed 0.1 h)" in result.stdout
+    edit(project, "reports/claims.json", lambda c: c["by_claim"].update({"tncse-beats-tower-i": "inconclusive"}))
+    assert check(project).returncode == 1
 
 
 def test_another_step_count_is_not_reproduced(project):

@@ -15,10 +15,10 @@ Anything else is **not reproduced**, naming the first output and metric that dif
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +27,14 @@ import yaml
 
 from pipeline import paths
 from pipeline.io import dotted_leaves
-from pipeline.declarations.sts_tasks import STS_BENCHMARK
 from pipeline.errors import PipelineError
-from pipeline.verdicts.rules import EDGE_FRACTION
+from pipeline.verdicts.rules import EDGE_FRACTION, RELATIVE_TOLERANCE
 from pipeline.git import git, git_text_or_none
-from tools.verdict_changes import CLAIMS, compare_verdicts
+from tools.estimate_changes import CLAIMS, compare_estimates
+from tools.result_numbers import (
+    DEV_TASK, Largest, compare_by_tolerance, compare_labels, compare_scores,
+    compare_training, half_widths, resample_summary, tolerance_files,
+)
 from tools.workspace import workspace_differences
 
 IDENTICAL, EQUIVALENT, NOT_REPRODUCED = "identical", "equivalent", "not reproduced"
@@ -44,23 +47,15 @@ MACHINE_FACTS = ("device", "gpu", "cpu", "threads", "world_size", "per_device_ba
 # Requirements locks: the packages a run was made with (scripts/setup.sh installs exactly these).
 LOCK_FILES = ("requirements/cpu.txt", "requirements/cuda.txt")
 
-# A score's interval: details files hold `intervals.<task>` (the task's "all" score, STS-B and SICK-R test,
-# avg). A subset, or the "mean" of subsets, has fewer pairs and so a wider interval than its task: the
-# task's half-width is the stricter stand-in. A training stage's best STS-B dev score is held to the
-# narrowest STS-B test half-width of the run (the same benchmark; as many pairs at the tiny scale, 1,500 dev
-# against 1,379 test pairs at the paper's).
-DEV_SCORE, DEV_TASK = "best_dev_stsb", STS_BENCHMARK.name
-EXACT_KEYS = ("steps",)  # counts, equal or not
-
-
 @dataclass
 class Check:
-    """The outcome: a verdict, its lines, and the largest score ratio (|Δ| / half-width) with where."""
+    """The outcome: a verdict, its lines, and the largest movements with where: of a score and of a claim's
+    estimate (in half-widths), of a number without an interval (relative)."""
 
     verdict: str = IDENTICAL
     lines: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    largest: tuple[float, str] = (0.0, "")
+    largest: dict[str, Largest] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -118,14 +113,21 @@ class Revision:
             raise PipelineError(f"{path} ({self.name}): expected a JSON object")
         return value
 
-    def files(self, folder: Path) -> list[str]:
+    def files(self, folder: Path, pattern: str = "*.json") -> list[str]:
+        """The files of `folder` (not its subfolders) whose name matches `pattern`."""
         prefix = folder.as_posix().rstrip("/") + "/"
         if self._listing is not None:
             names = self._listing
         else:
-            names = {path.relative_to(self.root).as_posix() for path in (self.root / folder).glob("*.json")}
+            names = {path.relative_to(self.root).as_posix() for path in (self.root / folder).glob(pattern)}
         return sorted(name for name in names if name.startswith(prefix) and "/" not in name[len(prefix):]
-                      and name.endswith(".json"))
+                      and fnmatch.fnmatch(name[len(prefix):], pattern))
+
+    def all_files(self) -> list[str]:
+        """Every file under reports/ (git's listing of the commit, or the workspace's files)."""
+        if self._listing is not None:
+            return sorted(self._listing)
+        return sorted(path.relative_to(self.root).as_posix() for path in (self.root / paths.REPORTS).rglob("*") if path.is_file())
 
     def lock(self) -> dict:
         text = self.text("dvc.lock")
@@ -258,65 +260,6 @@ def differing_by_stage(differing: list[tuple[str, str]]) -> str:
     return ", ".join(f"{stage} ({count})" for stage, count in Counter(stage for stage, _ in differing).items())
 
 
-# --- scores against their intervals -----------------------------------------------------------------
-
-
-def half_widths(details: dict) -> dict[str, float]:
-    """task → half of its 95% interval in a details file (`intervals.<task>.low/high`)."""
-    found = {}
-    for task, interval in (details.get("intervals") or {}).items():
-        if isinstance(interval, dict) and _finite(interval.get("low")) and _finite(interval.get("high")):
-            found[task] = (interval["high"] - interval["low"]) / 2
-    return found
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def score_leaves(details: dict) -> Iterator[tuple[str, str, float]]:
-    """(dotted path, task, score) of every score of a details or headline metrics file: a task's "all",
-    "mean" and subsets, test splits, avg. The environment and the bootstrap resamples are not scores."""
-    for task, value in details.items():
-        if task in ("environment", "bootstrap", "intervals"):
-            continue
-        for path, leaf in dotted_leaves(value, f"{task}.", into_lists=True).items():
-            if _finite(leaf) and not isinstance(leaf, bool):
-                yield path, task, float(leaf)
-
-
-def compare_scores(path: str, expected: dict, actual: dict, widths: dict[str, float], fraction: float,
-                   check: Check) -> None:
-    """Each score of `path` against the committed one, relative to its task's half-width."""
-    now = dict((leaf, score) for leaf, _, score in score_leaves(actual))
-    for leaf, task, score in score_leaves(expected):
-        if leaf not in now:
-            check.problems.append(f"{path}: {leaf} missing (committed {score})")
-            continue
-        width = widths.get(task)
-        if width is None or width <= 0:
-            if now[leaf] != score:
-                check.problems.append(f"{path}: {leaf} = {now[leaf]} vs committed {score}, and no interval to judge it by")
-            continue
-        ratio = abs(now[leaf] - score) / width
-        if ratio > check.largest[0]:
-            check.largest = (ratio, f"{path}: {leaf} ({now[leaf]:.4f} vs {score:.4f}, half-width {width:.3f})")
-        if ratio > fraction:
-            check.problems.append(f"{path}: {leaf} moved {abs(now[leaf] - score):.4g} points, {ratio:.3f} of its "
-                                  f"95% half-width {width:.3g} (allowed {fraction})")
-
-
-def compare_labels(path: str, expected: dict, actual: dict, check: Check) -> None:
-    """Everything of a metrics file that is not a score (labels, counts) must be equal, the environment aside."""
-    scores = {leaf for leaf, _, _ in score_leaves(expected)}
-    before = {key: value for key, value in dotted_leaves({k: v for k, v in expected.items() if k != "environment"}, into_lists=True).items()
-              if key not in scores and not key.startswith("intervals.")}
-    after = dotted_leaves({k: v for k, v in actual.items() if k != "environment"}, into_lists=True)
-    for key, value in before.items():
-        if after.get(key, "missing") != value:
-            check.problems.append(f"{path}: {key} = {after.get(key, 'missing')!r} vs committed {value!r}")
-
-
 # --- the check ------------------------------------------------------------------------------------
 
 
@@ -366,7 +309,12 @@ def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_
         others = environment_differences(expected, actual)
         check.lines += [f"record differs (not a machine fact): {line}" for lines in others.values() for line in lines]
 
-    compare_results(expected, actual, fraction, check, exact=not differing)
+    compared_files = compare_results(expected, actual, fraction, check, exact=not differing)
+    unread = sorted({path for stage, path in changed + added if path not in compared_files}
+                    | {path for stage, path in before if stage in skipped and path not in compared_files})
+    if unread:
+        check.lines.append(f"not compared by number ({len(unread)}: figures, rendered tables and binned plot data, "
+                           f"drawn from the numbers compared above): {', '.join(unread)}")
     if differing and not machine:
         check.verdict = NOT_REPRODUCED
         check.problems.insert(0, f"first output that differs: {differing[0]} (the machine facts equal the "
@@ -380,47 +328,55 @@ def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_
     return check
 
 
-def compare_results(expected: Revision, actual: Revision, fraction: float, check: Check, exact: bool) -> None:
-    """The metrics (headline, details, training) and the claims' verdicts. `exact`: every output hash was
-    equal, so every number must be too (a history-dependent file aside, which is still compared)."""
-    details_folder = paths.METRICS_DETAILS
-    widths: dict[str, dict[str, float]] = {}
-    for path in expected.files(details_folder):
-        widths[Path(path).stem] = half_widths(expected.json(path) or {})
-    dev_widths = [task_widths[DEV_TASK] for task_widths in widths.values() if DEV_TASK in task_widths]
-    folders = [paths.METRICS, details_folder, paths.TRAINING_REPORTS, paths.TRAINING_DETAILS]
-    files = [path for folder in folders for path in expected.files(folder)]
-    if not files:
-        check.problems.append(f"no metrics committed at {expected.name} under {paths.METRICS.as_posix()}/")
-    for path in files:
-        committed, current = expected.json(path), actual.json(path)
+
+
+def _pairs(expected: Revision, actual: Revision, paths_: list[str], check) -> list[tuple[str, dict, dict]]:
+    """(path, committed, this run's) of each JSON file; one problem for each this run did not write."""
+    found = []
+    for path in paths_:
+        current = actual.json(path)
         if current is None:
             check.problems.append(f"{path}: not produced by this run")
-            continue
-        in_training = path.startswith(paths.TRAINING_REPORTS.as_posix() + "/")
-        task_widths = {DEV_SCORE: min(dev_widths)} if in_training and dev_widths else widths.get(Path(path).stem, {})
-        if in_training:
-            committed = {key: value for key, value in committed.items() if key in (DEV_SCORE, *EXACT_KEYS)}
-            current = {key: value for key, value in current.items() if key in (DEV_SCORE, *EXACT_KEYS)}
-            for key in EXACT_KEYS:
-                if key in committed and current.get(key) != committed[key]:
-                    check.problems.append(f"{path}: {key} = {current.get(key)} vs committed {committed[key]}")
-            committed = {k: v for k, v in committed.items() if k not in EXACT_KEYS}
-            current = {k: v for k, v in current.items() if k not in EXACT_KEYS}
-        if exact:
-            now_leaves = dotted_leaves({k: v for k, v in current.items() if k != "environment"}, into_lists=True)
-            for key, value in dotted_leaves({k: v for k, v in committed.items() if k != "environment"}, into_lists=True).items():
-                now = now_leaves.get(key, "missing")
-                if now != value:
-                    check.problems.append(f"{path}: {key} = {now!r} vs committed {value!r}")
-            continue
-        compare_scores(path, committed, current, task_widths, fraction, check)
-        if not in_training:
-            compare_labels(path, committed, current, check)
+        else:
+            found.append((path, expected.json(path) or {}, current))
+    return found
+
+
+def compare_results(expected: Revision, actual: Revision, fraction: float, check: Check, exact: bool) -> set[str]:
+    """Every numeric result against the committed run's (`tools.result_numbers`) and the claims' estimates
+    (`tools.estimate_changes`). `exact`: every output hash was equal, so every number must be too (the
+    history-dependent report aside, whose numbers are compared all the same). Returns the files compared."""
+    fraction, tolerance = (0.0, 0.0) if exact else (fraction, RELATIVE_TOLERANCE)
+    scores, relative = check.largest.setdefault("score", Largest()), check.largest.setdefault("relative", Largest())
+    widths = {Path(path).stem: half_widths(expected.json(path) or {}) for path in expected.files(paths.METRICS_DETAILS)}
+    dev_width = min((task_widths[DEV_TASK] for task_widths in widths.values() if DEV_TASK in task_widths), default=None)
+    metrics = expected.files(paths.METRICS) + expected.files(paths.METRICS_DETAILS)
+    if not metrics:
+        check.problems.append(f"no metrics committed at {expected.name} under {paths.METRICS.as_posix()}/")
+    for path, committed, current in _pairs(expected, actual, metrics, check):
+        compare_scores(path, committed, current, widths.get(Path(path).stem, {}), fraction, check, scores)
+        compare_labels(path, committed, current, check)
+    resampled = expected.files(paths.METRICS_BOOTSTRAP)
+    for path, committed, current in _pairs(expected, actual, resampled, check):
+        compare_scores(path, resample_summary(committed), resample_summary(current), widths.get(Path(path).stem, {}),
+                       fraction, check, scores)
+        compare_labels(path, committed, current, check)
+    training = expected.files(paths.TRAINING_REPORTS) + expected.files(paths.TRAINING_DETAILS)
+    for path, committed, current in _pairs(expected, actual, training, check):
+        compare_training(path, committed, current, dev_width, fraction, check, scores)
+    by_tolerance = tolerance_files(expected.all_files())
+    for path in by_tolerance:
+        if actual.text(path) is None:
+            check.problems.append(f"{path}: not produced by this run")
+        else:
+            compare_by_tolerance(path, expected.text(path), actual.text(path), tolerance, check, relative)
+    check.lines.append(f"numbers without an interval compared ({len(by_tolerance)} files: MTEB, analyses, checkpoints, "
+                       f"training curves): largest {relative.text('of its size')}, allowed {tolerance:.0%}")
     claims = expected.json(CLAIMS.as_posix())
     if claims is not None:
         current_claims = actual.json(CLAIMS.as_posix())
         if current_claims is None:
             check.problems.append(f"{CLAIMS.as_posix()}: not produced by this run")
-            return
-        compare_verdicts(claims, current_claims, check)
+        else:
+            check.largest["estimate"] = compare_estimates(claims, current_claims, fraction, check)
+    return set(metrics + resampled + training + by_tolerance + [CLAIMS.as_posix()])

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.errors import PipelineError
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.tables import Row
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, SeedNoise
+from pipeline.verdicts.rules import reproduction_slack
 
-_SAME = 1e-6  # the record's number at the run's seed is the run's own, to the digits written
+REMAKE_RECORD = "python scripts/seed_noise.py"
 
 
 @dataclass(frozen=True)
@@ -35,17 +37,37 @@ class Arm:
 
 def arm_of(row: Row, model: str, column: str, record: SeedRecord | None, header: str | None = None) -> Arm:
     """The subject's numbers of `column` (a metrics path: `avg`, `STS12.all`, `analysis:…`; `header`, the
-    row's name for it where that differs) over training seeds: the record's when it holds this run's
-    settings and number, else the one run."""
+    row's name for it where that differs) over training seeds: the record's, this run's own at its seed, when
+    the record holds this run's settings; else the one run."""
     run = row.origin
     value = row.ours[header or column]
     resamples = _resamples(row, model, column)
     seed = run.params.get("seed") if run is not None else None
     if record is not None and run is not None and record.matches(run.params) and seed in record.seeds:
         recorded = record.arm(model, column)
-        if recorded is not None and abs(recorded[record.seeds.index(seed)] - value) <= _SAME:
-            return Arm(recorded, list(record.seeds), record.describe(), resamples, True)
+        if recorded is not None:
+            at = record.seeds.index(seed)
+            slack = reproduction_slack(value, _half_width(row, header or column, resamples))
+            if not abs(recorded[at] - value) <= slack:
+                raise PipelineError(
+                    f"{record.source}: {model} {column} at seed {seed} is {recorded[at]:.6g} there and {value:.6g} in this "
+                    f"run ({row.run}), {abs(recorded[at] - value):.3g} apart (allowed {slack:.3g}, what another machine's "
+                    f"last bits move it): the record was made from other code or data; remake it: {REMAKE_RECORD}")
+            values = recorded.copy()
+            values[at] = value
+            return Arm(values, list(record.seeds), record.describe(), resamples, True)
     return Arm(np.asarray([value], dtype=float), [seed] if seed is not None else [], f"1 run ({row.run})", resamples, False, row.run)
+
+
+def _half_width(row: Row, header: str, resamples: np.ndarray | None) -> float | None:
+    """The 95% half-width of the run's number: its row's bootstrap interval, else its resamples' percentiles."""
+    if header in row.intervals:
+        low, high = row.intervals[header]
+        return (high - low) / 2
+    if resamples is not None and resamples.size > 1:
+        low, high = np.percentile(resamples, [2.5, 97.5])
+        return float(high - low) / 2
+    return None
 
 
 def _resamples(row: Row, model: str, column: str) -> np.ndarray | None:

@@ -30,6 +30,11 @@ TOLERANCE = 1e-9  # |Δ| = ε exactly counts as inside the band, whatever the fl
 # bits move a score by up to this much (docs/reproducing.md), so the verdict may flip there; the reproduction
 # check allows scores to move by as much.
 EDGE_FRACTION = 0.1
+# A number without an interval (an analysis metric, an MTEB score, a training loss): another CPU's last bits move it
+# by at most this share of its size (measured over the whole pipeline on torch's AVX2 kernels: docs/reproducing.md);
+# a number smaller than NEAR_ZERO is held to NEAR_ZERO's share instead (a relative change of nothing means nothing).
+RELATIVE_TOLERANCE = 0.01
+NEAR_ZERO = 1e-3
 TREND_SHAPES = ("first-best", "decreasing", "increasing", "flat")
 MONOTONE = ("decreasing", "increasing")  # judged by their endpoints, the steps only for contradiction
 CORRELATION_ALPHA = 0.025  # each side, as every other rule spends
@@ -195,6 +200,14 @@ def at_the_edge(interval: tuple[float, float], boundaries: Sequence[float], frac
     low, high = interval
     slack = fraction * (high - low) / 2
     return any(abs(end - boundary) <= slack for end in (low, high) for boundary in boundaries)
+
+
+def reproduction_slack(value: float, half_width: float | None) -> float:
+    """How far another machine's last bits may move `value`: EDGE_FRACTION of its 95% half-width where it has
+    one, else RELATIVE_TOLERANCE of its size (the reproduction check's rule, and the seed record's match)."""
+    if half_width is not None and half_width > 0:
+        return EDGE_FRACTION * half_width
+    return RELATIVE_TOLERANCE * max(abs(value), NEAR_ZERO)
 
 
 def p_at_the_edge(p_value: float | None) -> bool:
