@@ -107,8 +107,9 @@ def compare_estimates(committed: dict, current: dict, fraction: float, check) ->
         moved_claims.add(now[label].claim)
     _compare_words(committed, current, {estimate.claim for estimate in then.values()}, moved_claims, check)
     _compare_statistics(committed, current, fraction, check)
+    rule = f"beyond {fraction} h" if fraction > 0 else "not equal (identity required)"
     check.lines.append(f"claims' estimates compared: {len(then)} (Δ̂, both interval ends, τ) in {len({e.claim for e in then.values()})} "
-                       f"claims, {len(moved_claims)} claims beyond {fraction} h; largest {largest.text('h')}")
+                       f"claims, {len(moved_claims)} claims {rule}; largest {largest.text('h')}")
     return largest
 
 

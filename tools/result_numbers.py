@@ -49,7 +49,8 @@ class Largest:
             self.ratio, self.where = ratio, where
 
     def text(self, unit: str) -> str:
-        return f"{self.ratio:.3f} {unit} ({self.where or 'none'})"
+        shown = f"{self.ratio:.3%}" if unit == "of its size" else f"{self.ratio:.3f}"
+        return f"{shown} {unit} ({self.where or 'none'})"
 
 
 def finite(value) -> bool:
