@@ -4,7 +4,9 @@ One answer, three users: the code deps of each stage in `dvc.yaml` (a test keeps
 the stage's module imports), the embedding store's key (the code that shapes the vectors:
 `pipeline.evaluation.store`) and the checkpoints stage's cache key (its evaluator's code). Imports
 inside functions count (a stage imports lazily what only some settings need); importing a module
-runs its packages' `__init__.py` too, so those count as well.
+runs its packages' `__init__.py` too, so those count as well. A module loaded by name rather than by an
+import statement (a loss term's "module:attribute") counts for whoever runs its loader: the loader's
+registry says which modules (`loaded_by_name`).
 """
 
 from __future__ import annotations
@@ -50,10 +52,28 @@ def _imported_modules(file: Path) -> set[str]:
     return modules
 
 
+def loaded_by_name() -> dict[str, tuple[str, ...]]:
+    """Each project file that loads project modules by name (`importlib`, no import statement) → the dotted
+    modules it loads, as the registry it loads from declares them (tests/test_stage_deps.py finds every
+    loader by name in the code and checks it is here or in `NOT_FOLLOWED`)."""
+    from pipeline.declarations.loss_terms import implementation_modules
+
+    return {"pipeline/losses.py": implementation_modules()}
+
+
+# Project files that call importlib without loading project code that decides a result, and why.
+NOT_FOLLOWED = {
+    "pipeline/data/sources.py": "loads an installed package that ships a backbone (`package:<module>`), no project module",
+    "tools/benchmark/startup.py": "times the import of stage modules in probe processes; bench/dvc.yaml reruns on any "
+                                  "library change and `dvc repro -f` measures again",
+}
+
+
 @functools.cache
 def project_files(relative: str, root: Path = REPO_ROOT) -> tuple[str, ...]:
     """Every project file that running `relative` (a path under `root`) runs, itself included, sorted,
-    as paths relative to `root`."""
+    as paths relative to `root`: what it imports and what the loaders among them load by name."""
+    loaded = loaded_by_name()
     found: set[Path] = set()
     todo = [root / relative]
     while todo:
@@ -61,7 +81,7 @@ def project_files(relative: str, root: Path = REPO_ROOT) -> tuple[str, ...]:
         if file in found:
             continue
         found.add(file)
-        for module in _imported_modules(file):
+        for module in _imported_modules(file) | set(loaded.get(file.relative_to(root).as_posix(), ())):
             imported = _module_file(module, root)
             if imported is not None:
                 todo.extend(_with_packages(imported, root) - found)

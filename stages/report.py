@@ -75,7 +75,7 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
     from pipeline.reporting.experiments import experiments_table
     from pipeline.reporting.inconsistencies import inconsistencies
     from pipeline.writeup.report import (
-        TABLES, gaussian_share, summary_line, write_reproduction, write_tables, write_training_figures,
+        TABLES, gaussian_share, summary_line, write_index, write_reproduction, write_tables, write_training_figures,
     )
     from pipeline.reporting.runs import recorded_environments
     from pipeline.reporting.seed_record import load_record
@@ -95,4 +95,5 @@ def _render_everything(params: Path, claims_file: Path, workspace_params: dict, 
                                      details=claim_details(verdicts, tables, workspace_params["scale"]),
                                      untrained_avg=source.workspace.value("backbone", "avg"),
                                      gaussian=gaussian_share(workspace_params))
+    write_index(built, TABLES)  # last: it lists every figure, the claims' included
     summary(NAME, f"{summary_line(built, TABLES)}; {claims_line}")

@@ -9,6 +9,8 @@ from transformers import AutoModel, AutoTokenizer
 from conftest import MIRROR
 from pipeline.config import TrainSettings
 from pipeline.errors import PipelineError
+from pipeline.evaluation.embedder import HFEmbedder
+from pipeline.evaluation.sts import evaluate_embedder, load_tasks
 from pipeline.modeling import TwinEncoder, count_layernorms, drop_layernorms, last_layer_cls, load_backbone
 from pipeline.modeling.architecture import BertFamily, PreLayerNormFamily, architecture_of
 from pipeline.execution.runtime import RunContext
@@ -86,3 +88,45 @@ def test_a_checkpoint_saved_in_half_precision_loads_in_float32(tmp_path):
     assert AutoModel.from_pretrained(folder).dtype == torch.float16  # what transformers alone would do
     loaded = load_backbone(folder)
     assert loaded.dtype == torch.float32 and {p.dtype for p in loaded.parameters()} == {torch.float32}
+
+
+def _reads_the_second_token(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    return hidden[:, 1]  # a sentence vector other than [CLS]
+
+
+@pytest.mark.parametrize("save", [save_tiny_bert, save_tiny_prelayernorm], ids=["bert", "prelayernorm"])
+def test_the_familys_sentence_vector_hook_is_what_evaluation_and_training_read(save, tmp_path, monkeypatch):
+    """Changing `Architecture.sentence_vector` changes h^L everywhere (issue 64): the STS evaluator's score (its
+    [CLS]-only last layer no longer applies) and the twin's h^L, h^P and cross outputs, with and without CAELs."""
+    tower_I, tower_II = save_tower_pair(tmp_path, save)
+    tasks = load_tasks(MIRROR / "senteval", ["STSBenchmark"], max_pairs=100, seed=0)
+    batch = AutoTokenizer.from_pretrained(tower_I)(["a girl is styling her hair .", "a man plays a guitar", "two dogs run"],
+                                                   padding=True, return_tensors="pt")
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+
+    def evaluated() -> tuple[float, torch.Tensor]:
+        embedder = HFEmbedder(tower_I, "cls_before_pooler", max_length=32, token_budget=64)
+        return evaluate_embedder(embedder, tasks)["avg"], embedder.encoder(ids, mask).pooled
+
+    def twin_outputs(cael: int):
+        with torch.no_grad():
+            return TwinEncoder(load_backbone(tower_I), load_backbone(tower_II), cael=cael).eval()(ids, mask)
+
+    score, _ = evaluated()
+    cross_of_cls = twin_outputs(1).cross_cls
+    monkeypatch.setattr(BertFamily, "sentence_vector", _reads_the_second_token)
+    patched_score, vectors = evaluated()
+    assert patched_score != score
+    with torch.no_grad():
+        stock = load_backbone(tower_I).eval()(input_ids=ids, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(vectors, stock[:, 1], atol=1e-5, rtol=1e-5)
+    for cael in (0, 1):
+        out = twin_outputs(cael)
+        for index, folder in enumerate((tower_I, tower_II)):
+            tower = load_backbone(folder).eval()
+            with torch.no_grad():
+                stock = tower(input_ids=ids.repeat_interleave(2, 0), attention_mask=mask.repeat_interleave(2, 0))
+                pooled = tower.pooler(stock.last_hidden_state[:, 1:2])
+            torch.testing.assert_close(out.last_cls[index], stock.last_hidden_state[:, 1], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(out.pooler_output[index], pooled, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(out.cross_cls, cross_of_cls)  # c, the cross streams' sentence vector, moved too

@@ -32,7 +32,7 @@ from pipeline.modeling import (
 )
 from pipeline.modeling.layernorm import CONFIG_KEY
 from pipeline.writeup.render import markdown
-from pipeline.writeup.report import write_tables
+from pipeline.writeup.report import write_index, write_tables
 from pipeline.reporting.runs import ExperimentSearch, Run
 from pipeline.reporting.spec import load_tables, parse_tables
 from pipeline.reporting.surface import SURFACE_K, SURFACE_T, tensor_norm_surface
@@ -357,7 +357,7 @@ def test_the_study_tables_render_our_rows_beside_the_papers_and_draw_their_figur
     figures = {path.relative_to(tmp_path).as_posix() for path in written if path.suffix == ".png"}
     assert figures == {"figures/layernorm-tncse.png", "figures/layernorm-jtcse.png", "figures/tensor_norm_surface.png"}
     assert (tmp_path / "figures" / "layernorm-tncse.png").read_bytes().startswith(b"\x89PNG")
-    readme = (tmp_path / "tables" / "README.md").read_text()
+    readme = write_index([table], tmp_path / "tables").read_text()
     assert "[layernorm-tncse.png](../figures/layernorm-tncse.png)" in readme
     assert "[tensor_norm_surface.png](../figures/tensor_norm_surface.png)" in readme
 

@@ -117,16 +117,20 @@ def test_a_row_the_backbone_cannot_run_is_not_applicable():
     assert len(table.queue_commands) == 5  # 1, 2, 3, 4, 6; "w/o" is the workspace's own run
 
 
-def test_the_index_lists_the_figures_that_exist(tmp_path):
-    from pipeline.writeup.report import write_tables
+def test_the_index_lists_every_figure_of_the_registries_whatever_the_folder_holds(tmp_path):
+    """The index is written from the figure registries, not from the figures folder: a figure drawn after
+    it (the claims' forest plot) or by the analyze stage is listed all the same (issue 64)."""
+    from pipeline.reporting.figures import FIGURES
+    from pipeline.writeup.report import write_index, write_tables
 
-    (tmp_path / "figures").mkdir()
-    (tmp_path / "figures" / "cosine_grid.png").write_bytes(b"\x89PNG")
     (tmp_path / "tables").mkdir()
-    write_tables([build_table(TABLES, "jtcse-cael", source_with({}))], tmp_path / "tables")
-    readme = (tmp_path / "tables" / "README.md").read_text()
-    assert "- [cosine_grid.png](../figures/cosine_grid.png): Share of STS-B test pairs" in readme
-    assert "attention_maps.png" not in readme  # not drawn yet
+    tables = [build_table(TABLES, "jtcse-cael", source_with({})), build_table(TABLES, "layernorm-tncse", source_with({}))]
+    write_tables(tables, tmp_path / "tables")
+    readme = write_index(tables, tmp_path / "tables", with_experiments=False).read_text()
+    listed = [line.split("](")[0].removeprefix("- [") for line in readme.splitlines() if line.startswith("- [")]
+    assert listed == [*FIGURES, "layernorm-tncse.png", "tensor_norm_surface.png"]
+    assert "- [claims.png](../figures/claims.png): Every judged comparison" in readme
+    assert "experiments.md" not in readme
 
 
 def test_placeholders_scale_with_the_batch_size(tiny_params_dict):
@@ -387,6 +391,10 @@ def test_a_setting_a_run_lacks_counts_at_its_default_or_not_at_all():
 # --- the stage ----------------------------------------------------------------------------------
 
 
+def _file_bytes(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
 def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, capsys, tiny_params_dict):
     from stages.report import command
 
@@ -404,6 +412,7 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     monkeypatch.setattr("pipeline.reporting.runs.search_experiments", lambda commits: ExperimentSearch([]))
 
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue=None, run=False)
+    first_run = _file_bytes(tmp_path / "reports")
     written = {path.name for path in (tmp_path / "reports" / "tables").iterdir()}
     expected = {f"{table}{suffix}" for table in TABLES.tables for suffix in (".md", ".csv", ".tex")}
     assert written == expected | {"README.md", "experiments.md"}  # the stale table and the old figure are gone
@@ -417,7 +426,11 @@ def test_report_stage_writes_every_table_and_queues_one(tmp_path, monkeypatch, c
     assert f"[report] {len(TABLES.tables)} tables rendered at tiny scale" in out
     assert "claims (" in out and (tmp_path / "reports" / "REPRODUCTION.md").is_file()
     assert json.loads((tmp_path / "reports" / "claims.json").read_text())["claims"] > 0
+    assert "[claims.png](../figures/claims.png)" in (tmp_path / "reports" / "tables" / "README.md").read_text()
 
+    command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue=None, run=False)
+    assert _file_bytes(tmp_path / "reports") == first_run  # a second report writes the same bytes (issue 64)
+    capsys.readouterr()
     command(params=Path("params.yaml"), tables_file=Path("tables.yaml"), claims_file=Path("claims.yaml"), queue="jtcse-cael", run=False)
     printed = capsys.readouterr().out.splitlines()
     queued = [f"dvc exp run --queue -S scale=tiny -S backbone=minilm -S train.cael={cael}" for cael in (1, 2, 3, 4, 6)]

@@ -1,7 +1,20 @@
 """The files a module runs, read from its imports (pipeline/code_deps.py), and the writer of each stage's code
 deps in dvc.yaml (tools/stage_deps.py)."""
 
-from pipeline.code_deps import dvc_code_deps, project_files
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import REPO_ROOT
+from pipeline.code_deps import NOT_FOLLOWED, PROJECT_PACKAGES, dvc_code_deps, loaded_by_name, project_files
+from pipeline.declarations import loss_terms
 from tools.stage_deps import rewritten, stated_and_expected
 
 
@@ -31,3 +44,94 @@ def test_the_rewrite_replaces_only_code_entries():
     assert rewritten(text, {"s": ["pipeline/new.py", "stages/s.py"]}) == (
         "stages:\n  s:\n    cmd: python -m stages s\n    deps:\n      - data/x  # kept\n      - pipeline/new.py\n"
         "      - stages/s.py\n    outs:\n      - out\n")
+
+
+# ---- modules loaded by name (issue 64): a loss term in a file of its own --------------------------------
+
+TERM_FILE = "pipeline/alignment_term.py"
+TERM_SOURCE = '''"""A term of the twin objective in a file of its own, loaded only by its declared name."""
+from pipeline.losses import LossTerm, ObjectiveInputs
+
+
+class _Alignment(LossTerm):
+    def compute(self, inputs: ObjectiveInputs):
+        return (inputs.out.last_cls[0] - inputs.out.last_cls[1]).pow(2).mean()
+
+
+ALIGNMENT_TERM = _Alignment()
+'''
+TERM_DECLARATION = ('\ndeclare_loss_term(LossTermDeclaration("align", "the towers\' squared distance", '
+                    '"pipeline.alignment_term:ALIGNMENT_TERM"))\n')
+
+
+def repository_copy(tmp_path: Path) -> Path:
+    """The repository's git-tracked files, copied (no data, no caches)."""
+    copy = tmp_path / "repository"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True).stdout
+    for relative in filter(None, tracked.decode().split("\0")):
+        if (REPO_ROOT / relative).is_file():
+            (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / relative, copy / relative)
+    return copy
+
+
+def test_a_term_in_its_own_file_is_a_dep_of_every_stage_that_runs_the_objective(tmp_path, monkeypatch):
+    """`pipeline.losses` imports a term's module by its declared name; no import statement names it."""
+    copy = repository_copy(tmp_path)
+    (copy / TERM_FILE).write_text(TERM_SOURCE)
+    declared = {**loss_terms.LOSS_TERM_DECLARATIONS, "align": loss_terms.LossTermDeclaration(
+        "align", "the towers' squared distance", "pipeline.alignment_term:ALIGNMENT_TERM")}
+    monkeypatch.setattr(loss_terms, "LOSS_TERM_DECLARATIONS", declared)
+    runs_objective = set()
+    for stage in sorted((copy / "stages").glob("*.py")):
+        relative = stage.relative_to(copy).as_posix()
+        files = project_files(relative, copy)
+        assert (TERM_FILE in files) == ("pipeline/losses.py" in files), relative
+        assert (TERM_FILE in files) == (TERM_FILE in dvc_code_deps(relative, copy)), relative
+        runs_objective |= {stage.stem} if TERM_FILE in files else set()
+    assert {"joint", "pretrain", "distill"} <= runs_objective and "evaluate" not in runs_objective
+
+
+def _changed_deps(repository: Path, stage: str) -> dict[str, str]:
+    shown = subprocess.run([sys.executable, "-m", "dvc", "status", "--json", stage], cwd=repository,
+                           capture_output=True, text=True, check=True).stdout
+    changes = json.loads(shown).get(stage, [])
+    return {path: how for change in changes if isinstance(change, dict) for path, how in change.get("changed deps", {}).items()}
+
+
+def _as_if_reproduced(repository: Path, stage: str, relative: str) -> None:
+    """Record `relative`'s hash among `stage`'s deps in dvc.lock, as `dvc repro` would (there is no data here to run it)."""
+    lock = yaml.safe_load((repository / "dvc.lock").read_text())
+    content = (repository / relative).read_bytes()
+    lock["stages"][stage]["deps"].append({"path": relative, "hash": "md5", "md5": hashlib.md5(content).hexdigest(),
+                                          "size": len(content)})
+    (repository / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
+
+
+def test_editing_a_term_in_its_own_file_makes_dvc_rerun_joint(tmp_path):
+    """The real `dvc status` in a copy of the repository where a term is added in its own file, declared and
+    the code deps written (`tools.stage_deps --write`, the copy's own code)."""
+    copy = repository_copy(tmp_path)
+    (copy / TERM_FILE).write_text(TERM_SOURCE)
+    with (copy / "pipeline" / "declarations" / "loss_terms.py").open("a") as registry:
+        registry.write(TERM_DECLARATION)
+    environment = {**os.environ, "PYTHONPATH": str(copy)}
+    subprocess.run([sys.executable, "-m", "tools.stage_deps", "--write"], cwd=copy, env=environment, check=True,
+                   capture_output=True)
+    git = ["git", "-c", "user.email=test@example.org", "-c", "user.name=test"]
+    subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
+    _as_if_reproduced(copy, "joint", TERM_FILE)
+    subprocess.run([*git, "add", "-A"], cwd=copy, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a term in its own file"], cwd=copy, check=True)
+    assert TERM_FILE not in _changed_deps(copy, "joint")
+    (copy / TERM_FILE).write_text(TERM_SOURCE.replace(".pow(2)", ".abs()"))
+    assert _changed_deps(copy, "joint").get(TERM_FILE) == "modified"
+
+
+def test_every_loader_by_name_is_followed_or_says_why_not():
+    """A module that calls importlib is a loader by name: its registry is followed (`loaded_by_name`) or
+    `NOT_FOLLOWED` says why what it loads decides no result."""
+    loading = re.compile(r"\b(import_module|__import__|run_module)\(")  # in the text: a probe's code is a string
+    loaders = {file.relative_to(REPO_ROOT).as_posix() for folder in PROJECT_PACKAGES
+               for file in (REPO_ROOT / folder).rglob("*.py") if loading.search(file.read_text(encoding="utf-8"))}
+    assert loaders == set(loaded_by_name()) | set(NOT_FOLLOWED)

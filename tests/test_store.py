@@ -3,6 +3,7 @@ that survives a kill and two writers at once, bounded and prunable."""
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
@@ -237,32 +238,59 @@ print(json.dumps({"avg": score_tasks(table, tasks)["avg"], "passes": store.count
 """
 
 
+def _evaluate_with_the_store(tower: Path, checkout: Path, tmp_path: Path) -> dict:
+    """The evaluate stage's scoring through the embedding store under `tmp_path`, run by `checkout`'s code."""
+    from conftest import MIRROR
+
+    done = subprocess.run([sys.executable, "-c", EVALUATE_WITH_THE_STORE, str(tower), str(tmp_path / "embeddings"),
+                           str(MIRROR / "senteval")], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(checkout)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _checkout_with(tmp_path: Path, relative: str, edit) -> Path:
+    """A copy of the library with `edit(source)` written over the file `relative`."""
+    import shutil
+
+    from conftest import REPO_ROOT
+
+    edited = tmp_path / "checkout"
+    shutil.copytree(REPO_ROOT / "pipeline", edited / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
+    (edited / relative).write_text(edit((edited / relative).read_text()))
+    return edited
+
+
 def test_editing_the_pooling_code_changes_the_next_evaluated_score(tmp_path):
     """Issue 56's fault probe, end to end: the same evaluation twice reads the store (no encoder pass, the same
     score); then, in a checkout whose pooling code is edited (cls_before_pooler's [CLS] vector shifted by
     1), the next evaluation misses the store, encodes again and scores what the edited code computes."""
-    import json
-    import shutil
-
-    from conftest import MIRROR, REPO_ROOT
+    from conftest import REPO_ROOT
     from tiny_models import save_tiny_bert
 
-    tower, root = save_tiny_bert(tmp_path / "tower", seed=7), tmp_path / "embeddings"
-
-    def evaluate(checkout: Path) -> dict:
-        done = subprocess.run([sys.executable, "-c", EVALUATE_WITH_THE_STORE, str(tower), str(root), str(MIRROR / "senteval")],
-                              capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(checkout)})
-        assert done.returncode == 0, done.stderr[-2000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
-
-    first, again = evaluate(REPO_ROOT), evaluate(REPO_ROOT)
+    tower = save_tiny_bert(tmp_path / "tower", seed=7)
+    first, again = _evaluate_with_the_store(tower, REPO_ROOT, tmp_path), _evaluate_with_the_store(tower, REPO_ROOT, tmp_path)
     assert first["passes"] == 1 and again == {"avg": first["avg"], "passes": 0}
-    edited = tmp_path / "checkout"
-    shutil.copytree(REPO_ROOT / "pipeline", edited / "pipeline", ignore=shutil.ignore_patterns("__pycache__"))
-    encoder = edited / "pipeline" / "modeling" / "encoder.py"
-    source = encoder.read_text()
-    shortcut = "cls_only=True)[:, 0]"  # the last layer run for [CLS] only: cls_before_pooler's path in evaluation
-    assert source.count(shortcut) == 1
-    encoder.write_text(source.replace(shortcut, shortcut + " + 1.0"))
-    after_the_edit = evaluate(edited)
+    shortcut = "final_norm(model, states[:, 0])"  # the last layer run for [CLS] only: cls_before_pooler's path in evaluation
+
+    def shifted(source: str) -> str:
+        assert source.count(shortcut) == 1
+        return source.replace(shortcut, "final_norm(model, states[:, 0] + 1.0)")
+
+    after_the_edit = _evaluate_with_the_store(tower, _checkout_with(tmp_path, "pipeline/modeling/encoder.py", shifted), tmp_path)
     assert after_the_edit["passes"] == 1 and after_the_edit["avg"] != first["avg"]
+
+
+def test_changing_the_familys_sentence_vector_hook_changes_the_next_evaluated_score(tmp_path):
+    """Issue 64: BERT's sentence vector read from token 1 instead of [CLS] (the hook `sentence_vector` of its
+    family, replaced at the end of architecture.py): the evaluate stage's path scores the new vectors (it does
+    not keep computing [CLS] alone) and the store, keyed by that file, does not serve the old score."""
+    from conftest import REPO_ROOT
+    from tiny_models import save_tiny_bert
+
+    tower = save_tiny_bert(tmp_path / "tower", seed=7)
+    before = _evaluate_with_the_store(tower, REPO_ROOT, tmp_path)
+    hook = "\nBertFamily.sentence_vector = lambda self, hidden, attention_mask: hidden[:, 1]\n"
+    edited = _checkout_with(tmp_path, "pipeline/modeling/architecture.py", lambda source: source + hook)
+    after = _evaluate_with_the_store(tower, edited, tmp_path)
+    assert after["passes"] == 1 and after["avg"] != before["avg"]

@@ -47,7 +47,7 @@ def cls_energy(context: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     """
     mask = attention_mask.to(torch.float64)
     context = context.to(torch.float64)
-    cls = context[:, 0].norm(dim=-1)
+    cls = context[:, 0].norm(dim=-1)  # the [CLS] token at position 0 by the paper's definition, not the sentence vector
     others = (context[:, 1:].pow(2).sum(-1) * mask[:, 1:]).sum(-1).sqrt()
     return cls / others.clamp_min(torch.finfo(torch.float64).tiny)
 
@@ -70,7 +70,7 @@ def attention_received(
     lengths = attention_mask.sum(1).long()
     punct = received[rows, (lengths - 2).clamp_min(0)]
     return {
-        "cls": received[:, 0],
+        "cls": received[:, 0],  # the sink at position 0 ([CLS]) the paper measures, whatever the sentence vector is
         "sep": received[rows, lengths - 1],
         "final_punct": torch.where(final_punct, punct, torch.full_like(punct, math.nan)),
     }

@@ -81,6 +81,12 @@ def term_setting_defaults() -> dict[str, Any]:
     return {key: setting.default for key, (_, setting) in term_settings().items()}
 
 
+def implementation_modules() -> tuple[str, ...]:
+    """The modules the declared terms' implementations live in: `pipeline.losses` loads them by name, so
+    `pipeline.code_deps` counts them among the files that running it runs."""
+    return tuple(dict.fromkeys(declaration.implementation.split(":")[0] for declaration in LOSS_TERM_DECLARATIONS.values()))
+
+
 def loss_term_names() -> tuple[str, ...]:
     """The allowed names of `train.losses`, in the objective's summation order."""
     return tuple(LOSS_TERM_DECLARATIONS)

@@ -6,7 +6,8 @@ sentence vector h^L, where the pooler output h^P comes from (or that there is no
 LayerNorms (the LayerNorm study), where a layer's attention context can be read (the layer analyses) and its
 multiply-accumulate count (the cost table). The encoder, the twin, the LayerNorm study, the training tasks,
 the analyses and the stand-ins ask `architecture_of(model)` instead of spelling `model.encoder.layer[i]`,
-`[:, 0]` or `pooler_output` themselves. Families whose layers the pipeline can also run part by part (JTCSE's
+`[:, 0]` or `pooler_output` themselves: h^L is `sentence_vector`'s, in training, evaluation, the embedding store
+and the analyses alike. Families whose layers the pipeline can also run part by part (JTCSE's
 cross-attention, the [CLS]-row-only last layer) implement `UnrolledLayer` too.
 
 A new family is one subclass registered with `register_architecture`, its config and its test
@@ -51,6 +52,9 @@ class Architecture(ABC):
     has_pooler_layer: bool = False
     # the sentence-transformers pooling mode that gives its sentence vector (a saved model's 1_Pooling/config.json)
     sentence_transformers_pooling: str = "cls_token"
+    # the row of a layer's states that holds every sentence's vector ([CLS]: 0), read by `sentence_vector`; None
+    # where the sentence token moves with the sentence (the last real token) and the family overrides the hook
+    sentence_row: int | None = None
 
     def load_options(self) -> dict[str, Any]:
         """Extra `AutoModel.from_pretrained` options the family's models are loaded with."""
@@ -80,18 +84,31 @@ class Architecture(ABC):
         """What the model applies after its last layer (nothing in BERT's layout)."""
         return hidden
 
-    @abstractmethod
     def sentence_vector(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """h^L: the (B, d) sentence vector of a layer's (B, T, d) states ([CLS], the last real token, ...)."""
+        """h^L: the (B, d) sentence vector of a layer's (B, T, d) states: row `sentence_row` ([CLS]); a family whose
+        sentence token moves with the sentence (the last real token) overrides it. The one hook: every path
+        that takes h^L asks it, or reads `sentence_row_only()`'s row where it computes that row alone."""
+        return hidden[:, self.sentence_row]
+
+    def sentence_row_only(self) -> int | None:
+        """The one row the sentence vector is, where the hook is `sentence_row`'s: the paths that compute a
+        layer for that row alone (`UnrolledLayer`) may. None where the hook reads otherwise (overridden, or
+        patched): those paths then run the whole layer and ask the hook."""
+        reads_the_row = getattr(self.sentence_vector, "__func__", None) is Architecture.sentence_vector
+        return self.sentence_row if reads_the_row else None
 
     @abstractmethod
     def pooler(self, model: PreTrainedModel) -> nn.Module | None:
         """The pooler layer (h^P), or None when the model has none."""
 
     def pooler_output(self, model: PreTrainedModel, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """h^P of the last layer's states (B, T, d): the pooler's output, or the sentence vector without one."""
+        """h^P of the last layer's states (B, T, d): the pooler over their sentence vector (`pooler_of`)."""
+        return self.pooler_of(model, self.sentence_vector(hidden, attention_mask))
+
+    def pooler_of(self, model: PreTrainedModel, vector: torch.Tensor) -> torch.Tensor:
+        """h^P of a sentence vector (B, d): the pooler's output over it, or the vector itself without a pooler."""
         pooler = self.pooler(model)
-        return self.sentence_vector(hidden, attention_mask) if pooler is None else pooler(hidden)
+        return vector if pooler is None else pooler(vector.unsqueeze(1))  # a pooler reads the first row it is given
 
     def sentence_outputs(self, model: PreTrainedModel, output: BaseModelOutput,
                          attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -171,6 +188,7 @@ class BertFamily(Architecture, UnrolledLayer):
     `intermediate`, `output`, a `pooler` beside the encoder, and [CLS] (row 0) as the sentence token."""
 
     model_types = ("bert", "roberta")
+    sentence_row = 0
     layer_classes = (BertLayer, RobertaLayer)
     dropout_config_keys = ("hidden_dropout_prob", "attention_probs_dropout_prob")
     has_pooler_layer = True  # SimCSE's training MLP and the norm loss read it
@@ -190,15 +208,14 @@ class BertFamily(Architecture, UnrolledLayer):
     def run_layer(self, layer: nn.Module, hidden: torch.Tensor, context: LayerContext) -> torch.Tensor:
         return layer(hidden, context)
 
-    def sentence_vector(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        return hidden[:, 0]
-
     def pooler(self, model: PreTrainedModel) -> nn.Module | None:
         return getattr(model, "pooler", None)  # BERT's models take add_pooling_layer=False as None
 
     def sentence_outputs(self, model: PreTrainedModel, output: BaseModelOutput,
                          attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return output.last_hidden_state[:, 0], output.pooler_output  # the stock model ran its pooler already
+        if self.sentence_row_only() != 0:  # the stock pooler read [CLS]; another sentence vector gets it run again
+            return super().sentence_outputs(model, output, attention_mask)
+        return self.sentence_vector(output.last_hidden_state, attention_mask), output.pooler_output
 
     def layernorm_slots(self, layer: nn.Module) -> list[tuple[nn.Module, str]]:
         return [(layer.attention.output, "LayerNorm"), (layer.output, "LayerNorm")]
@@ -341,7 +358,10 @@ ARCHITECTURES: dict[str, Architecture] = {}
 
 
 def register_architecture(architecture: Architecture) -> Architecture:
-    """Serve `architecture.model_types` with it; a model type served twice is an error."""
+    """Serve `architecture.model_types` with it; a model type served twice, or a family that says neither its
+    sentence row nor how it reads its sentence vector, is an error."""
+    if architecture.sentence_row is None and type(architecture).sentence_vector is Architecture.sentence_vector:
+        raise PipelineError(f"{type(architecture).__name__} declares no sentence_row and no sentence_vector")
     for model_type in architecture.model_types:
         if model_type in ARCHITECTURES:
             raise PipelineError(f"model type {model_type!r} already has an architecture adapter")

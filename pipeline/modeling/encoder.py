@@ -7,8 +7,10 @@ and the embedding of the chosen pooler. What is family-specific is asked of its 
 (`pipeline.modeling.architecture`).
 
 Inference with a [CLS] pooler (`last_layer_cls`) in a family whose layers run part by part
-(`UnrolledLayer`): only the last layer's [CLS] row is ever read, and the other rows of the last
-layer feed nothing, so that layer runs for the [CLS] row alone (its keys and values still cover every token). Same values as the stock forward up to float rounding;
+(`UnrolledLayer`) and whose sentence vector is one fixed row (`Architecture.sentence_row_only`: [CLS]):
+only the last layer's sentence row is ever read, and the other rows of the last layer feed nothing, so
+that layer runs for that row alone (its keys and values still cover every token). A sentence vector read
+otherwise (the family's hook overridden) gets the whole last layer. Same values as the stock forward up to float rounding;
 it saves about (1 - 1/6)/L of the encoder's matmuls (14% for MiniLM-L6, 7% for BERT-base).
 Training keeps the stock forward, so dropout draws the same random masks as the stock model.
 """
@@ -26,7 +28,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from pipeline.errors import PipelineError
-from pipeline.modeling.architecture import UnrolledLayer, architecture_of, unrolled_layer_of
+from pipeline.modeling.architecture import UnrolledLayer, architecture_of, architecture_of_layer, unrolled_layer_of
 from pipeline.modeling.layernorm import check_missing_keys, drop_layernorms, dropped_layers, quiet_transformers, recorded_drop
 from pipeline.settings_rules import POOLERS, validate_pooler
 
@@ -176,9 +178,9 @@ def layer_forward(
     attention_mask: torch.Tensor | None,
     value_layer: nn.Module | None = None,
     value_hidden: torch.Tensor | None = None,
-    cls_only: bool = False,
+    row: int | None = None,
 ) -> torch.Tensor:
-    """One stock encoder layer, optionally with another tower's values: (B, T, d), or (B, 1, d) with `cls_only`.
+    """One stock encoder layer, optionally with another tower's values: (B, T, d), or (B, 1, d) with `row`.
 
     `hidden` is the layer's input (B, T, d); `attention_mask` the mask the stock model built for
     its attention implementation. The queries and keys come from `hidden` through this layer;
@@ -186,9 +188,8 @@ def layer_forward(
     `pipeline.modeling.twin`; by default this layer's own). Then projection, residual with
     `hidden`, LayerNorm and FFN, as in the stock layer. The layer's own modules and attention
     function are used, so dropout (in training) applies as in the stock layer.
-    With `cls_only` only the [CLS] query row is computed: attention rows are independent, so it
-    attends over all keys and the rest of the layer runs at [CLS] — the same value as the whole
-    layer's row 0.
+    With `row` only that query row is computed: attention rows are independent, so it attends over
+    all keys and the rest of the layer runs at that row — the same value as the whole layer's `row`.
     """
     architecture = unrolled_layer_of(layer)
     attention = architecture.self_attention(layer)
@@ -197,9 +198,9 @@ def layer_forward(
     value_hidden = hidden if value_hidden is None else value_hidden
     value_architecture = unrolled_layer_of(value_layer)
     normed, value_normed = architecture.attention_input(layer, hidden), value_architecture.attention_input(value_layer, value_hidden)
-    query_hidden = hidden[:, :1] if cls_only else hidden
-    if cls_only and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> [CLS] row
-        attention_mask = attention_mask[:, :, :1]
+    query_hidden = hidden if row is None else hidden[:, row : row + 1]
+    if row is not None and isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:  # (B, 1, T, T) -> that row
+        attention_mask = attention_mask[:, :, row : row + 1]
 
     def split_heads(states: torch.Tensor) -> torch.Tensor:  # (B, T, d) -> (B, heads, T, d_head)
         return states.view(*states.shape[:-1], -1, architecture.head_size(layer)).transpose(1, 2)
@@ -207,7 +208,7 @@ def layer_forward(
     attend = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, _eager_attention)
     context, _ = attend(
         attention,
-        split_heads(query(normed[:, :1] if cls_only else normed)),
+        split_heads(query(normed if row is None else normed[:, row : row + 1])),
         split_heads(key(normed)),
         split_heads(value_architecture.projections(value_layer)[2](value_normed)),
         attention_mask,
@@ -225,17 +226,33 @@ def layer_cls(
     attention_mask: torch.Tensor | None,
     value_layer: nn.Module | None = None,
     value_hidden: torch.Tensor | None = None,
+    token_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """The [CLS] row of one stock encoder layer's output, computing that row only: (B, d) (see `layer_forward`)."""
-    return layer_forward(layer, hidden, attention_mask, value_layer, value_hidden, cls_only=True)[:, 0]
+    """The sentence vector of one stock encoder layer's output, (B, d): its one row, computing that row only,
+    where the family's is one fixed row (`Architecture.sentence_row_only`); else the family's hook over the
+    whole layer's output, which reads the (B, T) `token_mask` (see `layer_forward`)."""
+    architecture = architecture_of_layer(layer)
+    row = architecture.sentence_row_only()
+    states = layer_forward(layer, hidden, attention_mask, value_layer, value_hidden, row=row)
+    return states[:, 0] if row is not None else architecture.sentence_vector(states, token_mask)
+
+
+def last_sentence_vector(model: PreTrainedModel, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """h^L of the last layer's output before the final norm: `states` (B, 1, d), the sentence row alone, where the
+    family's sentence vector is one fixed row (`Architecture.sentence_row_only`); else (B, T, d), read by its hook."""
+    architecture = architecture_of(model)
+    if architecture.sentence_row_only() is not None:
+        return architecture.final_norm(model, states[:, 0])
+    return architecture.sentence_vector(architecture.final_norm(model, states), attention_mask)
 
 
 def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """h^L, the stock model's sentence vector: (B, d). In a family whose layers run part by part
-    (`UnrolledLayer`) `last_hidden_state[:, 0]` with the last layer run for [CLS] only; in another the
-    stock forward's sentence vector (`Architecture.sentence_vector`)."""
+    """h^L, the stock model's sentence vector (`Architecture.sentence_vector`): (B, d). In a family whose layers run
+    part by part (`UnrolledLayer`) and whose sentence vector is one fixed row, that row with the last layer run
+    for it alone; otherwise the stock forward read by the family's hook."""
     architecture = architecture_of(model)
-    if not isinstance(architecture, UnrolledLayer):
+    row = architecture.sentence_row_only() if isinstance(architecture, UnrolledLayer) else None
+    if row is None:
         last = model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
         return architecture.sentence_vector(last, attention_mask)
     hidden = architecture.embed(model, input_ids)
@@ -243,7 +260,7 @@ def last_layer_cls(model: PreTrainedModel, input_ids: torch.Tensor, attention_ma
     *lower_layers, last_layer = architecture.layers(model)
     for layer in lower_layers:
         hidden = architecture.run_layer(layer, hidden, mask)
-    return architecture.final_norm(model, layer_cls(last_layer, hidden, mask))
+    return last_sentence_vector(model, layer_forward(last_layer, hidden, mask, row=row), attention_mask)
 
 
 class SentenceEncoder(nn.Module):
@@ -254,8 +271,8 @@ class SentenceEncoder(nn.Module):
         require_pooler_layer(model)
         self.model = model
         self.pooler = validate_pooler(pooler)
-        # in eval mode with a [CLS] pooler, run the last layer for [CLS] only where the family's layers run part
-        # by part (module doc); False: the stock forward
+        # in eval mode with a [CLS] pooler, run the last layer for the sentence row only where the family's layers
+        # run part by part and its sentence vector is one fixed row (module doc); False: the stock forward
         self.cls_only_last_layer = cls_only_last_layer
 
     @classmethod
@@ -266,11 +283,11 @@ class SentenceEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> EncoderOutput:
         architecture = architecture_of(self.model)
-        row_only = self.cls_only_last_layer and isinstance(architecture, UnrolledLayer)
+        row_only = (self.cls_only_last_layer and isinstance(architecture, UnrolledLayer)
+                    and architecture.sentence_row_only() is not None)
         if self.pooler in _CLS_POOLERS and not self.model.training and row_only:
             last_cls = last_layer_cls(self.model, input_ids, attention_mask)
-            # the pooler reads row 0
-            pooler_output = architecture.pooler_output(self.model, last_cls.unsqueeze(1), attention_mask)
+            pooler_output = architecture.pooler_of(self.model, last_cls)
             return EncoderOutput(last_cls, pooler_output, pooler_output if self.pooler == "cls" else last_cls)
         output = self.model(
             input_ids=input_ids,

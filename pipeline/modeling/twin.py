@@ -20,12 +20,13 @@ modules and attention function run it, so dropout in training applies as in the 
 `cross_mode="stream"` (default; JTCSE's "propagated forward to the next EncoderLayer"): each tower
 has a cross stream beside its normal stream. At the first CAEL it starts from the towers' normal
 layer inputs (X = HD); from then on it is the input of the tower's next layers: an ordinary layer
-runs self-attention on it, a further CAEL crosses again between the two cross streams. c = [CLS]
-of the cross streams after layer L (only that row of layer L is computed). The cross stream costs
+runs self-attention on it, a further CAEL crosses again between the two cross streams. c = the
+sentence vector ([CLS]) of the cross streams after layer L (only that row of layer L is computed where
+the family's sentence vector is one fixed row, `Architecture.sentence_row_only`). The cross stream costs
 one extra layer per layer from the first CAEL on.
 
 `cross_mode="side"` (the older reading): the cross computation is a side output of each CAEL from
-the normal streams' inputs and feeds nothing; c = [CLS] of the last CAEL's (`cross_outputs="last"`)
+the normal streams' inputs and feeds nothing; c = the sentence vector ([CLS]) of the last CAEL's (`cross_outputs="last"`)
 or the mean over all CAELs (`"mean"`). With `"last"` every cael > 0 gives the same model.
 
 In both modes the normal streams never read a cross stream, so inference is two plain encoders.
@@ -41,7 +42,8 @@ from transformers import PreTrainedModel
 from pipeline.errors import PipelineError
 from pipeline.modeling.architecture import Architecture, UnrolledLayer, architecture_of
 from pipeline.modeling.distributed import gather_with_grad
-from pipeline.modeling.encoder import last_layer_cls, layer_cls, layer_forward, load_backbone, require_pooler_layer
+from pipeline.modeling.encoder import (last_layer_cls, last_sentence_vector, layer_cls, layer_forward, load_backbone,
+                                      require_pooler_layer)
 from pipeline.settings_rules import validate_cael, validate_cross_mode, validate_cross_outputs
 
 
@@ -72,15 +74,16 @@ def cross_layer_cls(
     attention_mask: torch.Tensor | None,
     other_layer: nn.Module,
     other_hidden: torch.Tensor,
+    token_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """[CLS] of one CAEL's cross outputs for the tower owning `layer` (JTCSE Eq. 8 and 10): (B, d).
+    """The sentence vector ([CLS]) of one CAEL's cross outputs for the tower owning `layer` (JTCSE Eq. 8 and 10): (B, d).
 
     `hidden` / `other_hidden` are the two towers' inputs to this layer (B, T, d);
-    `attention_mask` is the mask the stock model built for its own attention implementation.
-    The values come from the other tower: SA_I[CLS, :] · V_II(HD_II), then the rest of the layer
-    at [CLS] (see `layer_cls`).
+    `attention_mask` is the mask the stock model built for its own attention implementation, `token_mask`
+    the (B, T) padding mask the family's hook reads. The values come from the other tower:
+    SA_I[CLS, :] · V_II(HD_II), then the rest of the layer at [CLS] (see `layer_cls`).
     """
-    return layer_cls(layer, hidden, attention_mask, value_layer=other_layer, value_hidden=other_hidden)
+    return layer_cls(layer, hidden, attention_mask, value_layer=other_layer, value_hidden=other_hidden, token_mask=token_mask)
 
 
 class TwinEncoder(nn.Module):
@@ -168,7 +171,7 @@ class TwinEncoder(nn.Module):
 
     def _outputs(self, hidden: list[torch.Tensor], cross_cls: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
         """The stock model's outputs from the last layer's states (after the encoder's final norm, if its
-        family has one); the cross [CLS] rows pass the same norm."""
+        family has one), and the cross outputs c (2, B, d), already past that norm."""
         architectures = self.architectures
         hidden = [architecture.final_norm(tower, states) for architecture, tower, states in zip(architectures, self.towers, hidden)]
         return TwinOutput(
@@ -176,8 +179,7 @@ class TwinEncoder(nn.Module):
                                   for architecture, states in zip(architectures, hidden)]),
             pooler_output=torch.stack([architecture.pooler_output(tower, states, attention_mask)
                                        for architecture, tower, states in zip(architectures, self.towers, hidden)]),
-            cross_cls=torch.stack([architecture.final_norm(tower, rows)
-                                   for architecture, tower, rows in zip(architectures, self.towers, cross_cls)]),
+            cross_cls=cross_cls,
         )
 
     def _forward_with_cross_streams(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
@@ -189,16 +191,17 @@ class TwinEncoder(nn.Module):
             layers = [architecture_of(tower).layers(tower)[index] for tower in self.towers]
             if index in self.cross_layers:
                 inputs = hidden if cross is None else cross  # the first CAEL starts from the normal streams
-                # only [CLS] of layer L's cross output is read (the last CAEL is always layer L)
+                # only the sentence row of layer L's cross output is read (the last CAEL is always layer L)
+                rows = [architecture.sentence_row_only() if index == last_index else None for architecture in self.architectures]
                 cross = [
-                    layer_forward(layers[0], inputs[0], masks[0], layers[1], inputs[1], cls_only=index == last_index),
-                    layer_forward(layers[1], inputs[1], masks[1], layers[0], inputs[0], cls_only=index == last_index),
+                    layer_forward(layers[0], inputs[0], masks[0], layers[1], inputs[1], row=rows[0]),
+                    layer_forward(layers[1], inputs[1], masks[1], layers[0], inputs[0], row=rows[1]),
                 ]
             elif cross is not None:
                 cross = self._run_layers(layers, cross, masks)
             hidden = self._run_layers(layers, hidden, masks)
-        # layer L's cross outputs are its [CLS] row alone (cls_only), row 0
-        return self._outputs(hidden, torch.stack([states[:, 0] for states in cross]), attention_mask)
+        return self._outputs(hidden, torch.stack([last_sentence_vector(tower, states, attention_mask)
+                                                  for tower, states in zip(self.towers, cross)]), attention_mask)
 
     def _forward_with_side_outputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> TwinOutput:
         """The stock forward, unrolled layer by layer so the CAELs can read both towers' inputs."""
@@ -210,13 +213,15 @@ class TwinEncoder(nn.Module):
                 cross_cls.append(
                     torch.stack(
                         [
-                            cross_layer_cls(layers[0], hidden[0], masks[0], layers[1], hidden[1]),
-                            cross_layer_cls(layers[1], hidden[1], masks[1], layers[0], hidden[0]),
+                            cross_layer_cls(layers[0], hidden[0], masks[0], layers[1], hidden[1], attention_mask),
+                            cross_layer_cls(layers[1], hidden[1], masks[1], layers[0], hidden[0], attention_mask),
                         ]
                     )
                 )
             hidden = self._run_layers(layers, hidden, masks)
-        return self._outputs(hidden, torch.stack(cross_cls).mean(0), attention_mask)
+        rows = torch.stack(cross_cls).mean(0)  # the final norm acts on each tower's sentence vector
+        return self._outputs(hidden, torch.stack([architecture.final_norm(tower, vectors) for architecture, tower, vectors
+                                                  in zip(self.architectures, self.towers, rows)]), attention_mask)
 
     @torch.no_grad()
     def encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """The report: write every filled table as .md, .csv and .tex, the training figures, the table
 figures and the loss surface (all figures go to reports/figures/, beside the analyze stage's), the
-index (with every figure drawn), the claims' verdicts (REPRODUCTION.md, claims.json) and a summary line."""
+claims' verdicts (REPRODUCTION.md, claims.json, the claims figure), the index last (every figure, from the
+figure registries) and a summary line."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, HIGHER, HO
 # what write_tables owns in the tables folder; a .png there is left from before figures moved to
 # reports/figures/, and goes
 TABLE_SUFFIXES = (".md", ".csv", ".tex", ".png")
+INDEX_FILE = "README.md"  # the tables folder's index, `write_index`'s
 REPRODUCTION_FILE = REPORTS / "REPRODUCTION.md"
 CLAIMS_METRICS = REPORTS / "claims.json"  # every count and each claim's verdict: `dvc metrics show reports/claims.json`
 # The headline (`dvc metrics show`): one column, so the table stays on one screen; its digest of every claim's
@@ -38,9 +40,9 @@ SURFACE_CAPTION = "The tensor-norm loss l_TN over k = ‖h⁺‖/‖h‖ and t =
 
 
 def write_tables(tables: list[Table], folder: Path = TABLES, experiments: str | None = None) -> list[Path]:
-    """Each table as .md, .csv and .tex plus README.md; the table figures and the loss surface in
-    the figures folder beside it (`write_figures`); `experiments` (the Markdown of
-    `experiments.experiments_table`) as experiments.md; files of tables no longer in the spec go."""
+    """Each table as .md, .csv and .tex; the table figures and the loss surface in the figures folder beside
+    it (`write_figures`); `experiments` (the Markdown of `experiments.experiments_table`) as experiments.md;
+    files of tables no longer in the spec go. The index (README.md) is `write_index`'s, once every figure is drawn."""
     written = []
     if experiments is not None:
         written.append(folder / EXPERIMENTS_FILE)
@@ -54,28 +56,33 @@ def write_tables(tables: list[Table], folder: Path = TABLES, experiments: str | 
             path = folder / f"{table.id}{suffix}"
             write_text_atomic(path, text)
             written.append(path)
-    from pipeline.reporting.figures import FIGURES as CAPTIONS
-
-    figures_folder = folder.parent / FIGURES.name
-    figures = {
-        Path("..", FIGURES.name, name).as_posix(): caption
-        for name, caption in CAPTIONS.items()
-        if (figures_folder / name).is_file()
-    }
-    for path, caption in write_figures(tables, figures_folder).items():
-        written.append(path)
-        figures[Path("..", FIGURES.name, path.name).as_posix()] = caption
-    readme = folder / "README.md"
-    runs_line = (
-        f"\nEvery run side by side (changed settings, each model's 7-STS average): [{EXPERIMENTS_FILE}]({EXPERIMENTS_FILE}).\n"
-        if experiments is not None else ""
-    )
-    write_text_atomic(readme, index(tables, figures) + runs_line)
-    written.append(readme)
+    written += write_figures(tables, folder.parent / FIGURES.name)
     for stale in folder.iterdir():
-        if stale.suffix in TABLE_SUFFIXES and stale not in written:
+        if stale.suffix in TABLE_SUFFIXES and stale not in written and stale.name != INDEX_FILE:
             stale.unlink()
     return written
+
+
+def figure_index(tables: list[Table]) -> dict[str, str]:
+    """Every figure of reports/figures/, its link from the tables folder → its caption, from the registries (not
+    from what the folder holds, so a report run twice writes one index): the report's and the analyze stage's
+    (`figures.FIGURES`), then each table's and the loss surface (`write_figures`)."""
+    from pipeline.reporting.figures import FIGURES as CAPTIONS
+
+    drawn_here = {f"{table.id}.png": table_figure_caption(table) for table in tables if table.spec.figure is not None}
+    captions = {**CAPTIONS, **drawn_here, SURFACE_FILE: SURFACE_CAPTION}
+    return {Path("..", FIGURES.name, name).as_posix(): caption for name, caption in captions.items()}
+
+
+def write_index(tables: list[Table], folder: Path = TABLES, with_experiments: bool = True) -> Path:
+    """README.md of the tables folder: every table and every figure (`figure_index`), and the link to
+    experiments.md where `write_tables` wrote it. The report writes it last, after every figure."""
+    runs_line = (
+        f"\nEvery run side by side (changed settings, each model's 7-STS average): [{EXPERIMENTS_FILE}]({EXPERIMENTS_FILE}).\n"
+        if with_experiments else ""
+    )
+    write_text_atomic(folder / INDEX_FILE, index(tables, figure_index(tables)) + runs_line)
+    return folder / INDEX_FILE
 
 
 def write_training_figures(training: Path = TRAINING_REPORTS, folder: Path = FIGURES) -> list[Path]:
@@ -116,11 +123,15 @@ def figure_files(tables: TablesFile) -> list[str]:
     return [f"{table_id}.png" for table_id, spec in tables.tables.items() if spec.figure is not None] + [SURFACE_FILE]
 
 
-def write_figures(tables: list[Table], folder: Path = FIGURES) -> dict[Path, str]:
-    """The figure of each table that has one (`<id>.png`) and the loss surface; path → caption."""
+def table_figure_caption(table: Table) -> str:
+    return f"{table.spec.caption} Drawn from [{table.id}]({table.id}.md)."
+
+
+def write_figures(tables: list[Table], folder: Path = FIGURES) -> list[Path]:
+    """The figure of each table that has one (`<id>.png`) and the loss surface; the paths written."""
     from pipeline.reporting import figures, surface
 
-    written = {}
+    written = []
     for table in tables:
         spec = table.spec.figure
         if spec is None:
@@ -131,13 +142,11 @@ def write_figures(tables: list[Table], folder: Path = FIGURES) -> dict[Path, str
             ticks, column[spec.bars], column[spec.errors] if spec.errors else None, column[spec.line],
             (spec.bars, spec.line), f"{table.id} ({table.scale} scale)",
         )
-        written[_write_png(folder / f"{table.id}.png", image)] = (
-            f"{table.spec.caption} Drawn from [{table.id}]({table.id}.md)."
-        )
+        written.append(_write_png(folder / f"{table.id}.png", image))
     ks = np.linspace(*surface.SURFACE_K, surface.SURFACE_POINTS)
     ts = np.linspace(*surface.SURFACE_T, surface.SURFACE_POINTS)
     image = surface.tensor_norm_surface_figure(ks, ts, surface.tensor_norm_surface(ks, ts))
-    written[_write_png(folder / SURFACE_FILE, image)] = SURFACE_CAPTION
+    written.append(_write_png(folder / SURFACE_FILE, image))
     return written
 
 
