@@ -564,3 +564,21 @@ def test_the_gaussian_terms_share_is_read_from_the_gs_infonce_history(tmp_path):
     (tmp_path / "baseline-gs-infonce.csv").write_text("step,gaussian_share\n1,0.02\n")
     line = gaussian_share(params, tmp_path).line()
     assert "enough to steer the gradient" in line and "differ by this term alone" in line
+
+
+def test_runs_with_the_workspaces_settings_and_numbers_are_counted_not_listed():
+    """The committed table must be what a rerun writes: commits that ran the workspace's settings to the same
+    numbers (every commit of a results-only history) are one count line, not rows naming the commits."""
+    from pipeline.reporting.experiments import experiments_table
+
+    params = tiny_preset()
+    scores = {"reports/metrics/joint.json": {"avg": 73.64}}
+    workspace = Run("workspace", params, scores)
+    same = [Run(f"commit {name}", params, scores) for name in ("aaaaaaa (main)", "bbbbbbb")]
+    other = Run("commit ccccccc", params | {"seed": 7}, {"reports/metrics/joint.json": {"avg": 73.10}})
+    text = experiments_table(workspace, params, [*same, other])
+    assert "aaaaaaa" not in text and "bbbbbbb" not in text and "2 of the runs found have the workspace's settings" in text
+    assert "| commit ccccccc" in text and "73.10" in text
+    # another history of the same results (the commit that adds this table among them) writes the same bytes
+    later = [Run(f"commit {name}", params, scores) for name in ("ddddddd (main)", "aaaaaaa")]
+    assert experiments_table(workspace, params, [*later, other]) == text

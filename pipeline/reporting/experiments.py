@@ -71,6 +71,17 @@ def _shown(key: str, value: Any) -> str:
     return f"`{key}={text}`"
 
 
+def _record(run: Run, params: Mapping[str, Any], baseline: Mapping[str, Any], models: list[str]) -> dict[str, str]:
+    """One run's row: its name, the settings it changed against the workspace, each model's headline score."""
+    changed = changed_settings(params, baseline)
+    record = {"Run": run.name,
+              "Changed settings (vs the workspace)": ", ".join(_shown(key, value) for key, value in changed.items()) or "—"}
+    for model in models:
+        score = run.value(model, HEADLINE)
+        record[model] = "—" if score is None else f"{score:.2f}"
+    return record
+
+
 def experiments_table(
     workspace: Run, baseline: Mapping[str, Any], runs: Sequence[Run], problem: str | None = None
 ) -> str:
@@ -78,19 +89,12 @@ def experiments_table(
     experiments `search_experiments` found, newest first). `baseline`: the workspace's params.yaml
     as written (as `dvc exp show` has each run's; parsed settings would add every default);
     `problem`: why no experiments could be listed."""
-    every = [workspace, *runs]
-    models = headline_models(every)
-    records = []
-    for run, params in [(workspace, baseline), *((run, run.params) for run in runs)]:
-        changed = changed_settings(params, baseline)
-        record = {
-            "Run": run.name,
-            "Changed settings (vs the workspace)": ", ".join(_shown(key, value) for key, value in changed.items()) or "—",
-        }
-        for model in models:
-            score = run.value(model, HEADLINE)
-            record[model] = "—" if score is None else f"{score:.2f}"
-        records.append(record)
+    models = headline_models([workspace, *runs])
+    records = [_record(run, params, baseline, models) for run, params in [(workspace, baseline), *((run, run.params) for run in runs)]]
+    # a run with the workspace's settings and numbers says nothing the workspace row does not; listing it would
+    # also make the committed table name the commits before its own, so that every rerun rewrote it
+    same = [record for record in records[1:] if {**record, "Run": ""} == {**records[0], "Run": ""}]
+    records = [records[0]] + [record for record in records[1:] if record not in same]
     body = pd.DataFrame(records).map(lambda text: str(text).replace("|", r"\|"))
     lines = [
         "# Runs side by side",
@@ -104,5 +108,7 @@ def experiments_table(
     ]
     if problem:
         lines += [f"Experiments could not be listed: {problem}.", ""]
+    if same:
+        lines += [f"{len(same)} of the runs found have the workspace's settings and numbers: not listed.", ""]
     lines.append(body.to_markdown(index=False, disable_numparse=True))  # "73.00" stays as written
     return "\n".join(lines) + "\n"
