@@ -568,3 +568,66 @@ def test_a_gap_below_its_band_cannot_hold_whatever_else_is_missing(tiny_params_d
     assert result.verdict == CANNOT_HOLD
     note = result.comparisons[0].note
     assert note.startswith("the paper's gap 0.23 is below the band 0.5") and "; and suite tncse-classification" in note
+
+
+# --- the first screen says what failed: an effect-size verdict, one verdict per claim, "cannot hold" read -----
+
+
+def test_an_interval_wholly_below_the_papers_gap_is_smaller_than_the_papers(tiny_params_dict):
+    """TNCSE − untrained twin within ±0.3 of 0 where the paper has +1.31: the sign is open, the paper's size is not."""
+    from pipeline.verdicts.verdict_names import SMALLER
+
+    rng = np.random.default_rng(3)
+    shared = rng.normal(0.0, 1.0, RESAMPLES)
+    files = files_of({"joint": (71.0, 71.0 + shared + rng.normal(0, 0.05, RESAMPLES)),
+                      "ensemble": (71.0, 71.0 + shared + rng.normal(0, 0.05, RESAMPLES))})
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
+    low, high = result.comparisons[0].interval
+    assert low < 0 < high < 1.31
+    assert result.verdict == SMALLER and "wholly below the paper's gap +1.31" in result.claim.verdict_text(result)
+    # an interval that reaches the paper's gap stays inconclusive
+    (wide,) = evaluate(claims_file(order_claim(paper="71.30 > 71.00")), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
+    assert wide.verdict == INCONCLUSIVE
+
+
+def test_a_gap_below_its_band_is_still_judged_and_can_be_contradicted(tiny_params_dict):
+    """The paper's own alignment gap (0.005) is below the band 0.01: it could not hold, but the run is read, and a run
+    whose TNCSE aligns far worse contradicts the claim, its row saying that it could not have held."""
+    from pipeline.verdicts.verdict_names import CANNOT_HOLD
+
+    alignment = order_claim(id="alignment", metric="analysis:alignment", lower_is_better=True, band=0.01,
+                            band_reason="stated", paper="0.200 < 0.205")
+    files = {"reports/analysis/joint.json": {"alignment": 0.30}, "reports/analysis/ensemble.json": {"alignment": 0.25}}
+    (result,) = evaluate(claims_file(alignment), tiny_params_dict, files)
+    assert result.verdict == CONTRADICTED
+    assert "it could not have held: the paper's gap 0.01 is below the band 0.01" in result.claim.verdict_text(result)
+    files["reports/analysis/joint.json"] = {"alignment": 0.248}
+    (inside,) = evaluate(claims_file(alignment), tiny_params_dict, files)
+    assert inside.verdict == CANNOT_HOLD
+
+
+def test_a_settled_claim_has_the_settlings_verdict_everywhere(tmp_path, tiny_params_dict):
+    """A settling that decided the claim: its verdict in the row, claims.json's by_claim and details, the counts and
+    the first screen, with the deciding look's Δ and interval; no "would decide it" line contradicts it."""
+    from pipeline.writeup.decidability import annotate, claim_details
+    from pipeline.writeup.render import decided_lines
+    from pipeline.verdicts.claims_file import verdict_counts
+
+    rng = np.random.default_rng(1)
+    base = 71.0 + rng.normal(0.0, 1.0, RESAMPLES)
+    files = files_of({"joint": (71.05, base + 0.05 + rng.normal(0, 0.5, RESAMPLES)), "ensemble": (71.0, base)})
+    (result,) = evaluate(claims_file(order_claim()), tiny_params_dict, files)
+    assert result.verdict == INCONCLUSIVE
+    look = {"seeds_per_arm": 13, "difference": 0.17, "interval": [0.01, 0.33]}
+    record = {"claim": "tncse-beats-untrained", "outcome": HOLDS, "looks": [look], "hours_spent": 0.29,
+              "budget": {"unit": "CPU hours here", "max_seeds_per_arm": 13, "hours": 0.3}}
+    annotate([result], TABLES, {}, {"tncse-beats-untrained": record})
+    assert result.verdict == HOLDS and result.would_take is None
+    row = result.claim.verdict_text(result) + result.claim.ours_text(result)
+    assert "settled: holds after 13 seeds per arm" in row and INCONCLUSIVE not in row and "+0.17 [0.01, 0.33]" in row
+    assert verdict_counts([result])["verdicts"]["holds"] == 1
+    details = claim_details([result], TABLES, "tiny")["tncse-beats-untrained"]
+    assert details["verdict"] == HOLDS and details["comparisons"][0]["verdict"] == HOLDS
+    assert details["settled"]["seeds_per_arm"] == 13
+    (line,) = [line for line in decided_lines([result], tiny_params_dict) if "tncse-beats-untrained" in line]
+    assert line.startswith("- **holds**") and "after 13 seeds per arm, settled (reports/settle/tncse-beats-untrained.json)" in line

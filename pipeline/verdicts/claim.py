@@ -70,6 +70,7 @@ class Verdict:
     p_value: float | None = None  # a correlation's one-sided permutation p
     would_take: str | None = None  # for an undecided claim: what would decide it
     at_edge: bool = False  # its interval ends within EDGE_FRACTION of a half-width of a boundary: another CPU may flip it
+    settled: dict | None = None  # where a settling decided it: its last look (seeds_per_arm, difference, interval, record)
 
 
 @dataclass

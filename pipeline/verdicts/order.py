@@ -22,8 +22,10 @@ from pipeline.verdicts.claim import (
     signed_text,
 )
 from pipeline.verdicts.estimates import Estimate, compare_arms
-from pipeline.verdicts.rules import at_the_edge, order_verdict
-from pipeline.verdicts.verdict_names import CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE
+from pipeline.verdicts.rules import at_the_edge, order_verdict, smaller_than_paper
+from pipeline.verdicts.verdict_names import (
+    CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE, SMALLER,
+)
 
 # A number of a claim's paper text, not a multiplier of a sweep ("0.5× 76.96": 76.96 only).
 _PAPER_NUMBER = re.compile(r"(?<![\d.])(-?\d+\.\d+)(?![\d.]*\s*×)")
@@ -127,12 +129,23 @@ class ComparisonClaim(ClaimSpec):
         return (CANNOT_RUN, unlisted) if unlisted else None
 
     def compare(self, judging: Judging, rows: dict[str, Row], better: SubjectSpec, worse: SubjectSpec, margin: float) -> Comparison:
-        """better vs worse: the interval of the difference, then the verdict against the margin and band."""
-        pair = Comparison(better.label, worse.label, NOT_RUN)
+        """better vs worse: the interval of the difference, then the verdict against the margin and band. A
+        claim whose paper gap is below its band is judged all the same, after the run is read: the run can
+        contradict it (or show a difference beyond the band after all); else it reads "cannot hold"."""
         cannot = self.cannot()
-        if cannot is not None:
-            pair.verdict, pair.note = cannot
+        if cannot is not None and cannot[0] == CANNOT_RUN:
+            return Comparison(better.label, worse.label, CANNOT_RUN, note=cannot[1])
+        pair = self._judged(judging, rows, better, worse, margin)
+        if cannot is None:
             return pair
+        if pair.verdict in (HOLDS, CONTRADICTED):
+            pair.note = "; ".join(filter(None, [pair.note, f"it could not have held: {cannot[1]}"]))
+        else:
+            pair.verdict, pair.note = cannot
+        return pair
+
+    def _judged(self, judging: Judging, rows: dict[str, Row], better: SubjectSpec, worse: SubjectSpec, margin: float) -> Comparison:
+        pair = Comparison(better.label, worse.label, NOT_RUN)
         if judging.scale not in self.scales:
             pair.verdict = OTHER_SCALE
             pair.note = f"compared at {' / '.join(self.scales)} scale; this run is {judging.scale}"
@@ -200,7 +213,9 @@ class ComparisonClaim(ClaimSpec):
         parts = []
         for pair in result.comparisons:
             shown = "—" if pair.difference is None else f"{signed_text(pair.difference)}{interval_text(pair.interval)}"
-            if pair.estimate is not None and pair.estimate.degenerate:  # "measured" would say noise was found
+            if result.settled is not None:  # the deciding look of a settling, not this run's seeds
+                shown += f" ({result.settled['seeds_per_arm']} seeds per arm, settled: {result.settled['record']})"
+            elif pair.estimate is not None and pair.estimate.degenerate:  # "measured" would say noise was found
                 seeds = " vs ".join(str(count) for count in pair.estimate.seeds)
                 shown += f" ({seeds} seeds, the same value at every seed: nothing varied)"
             elif pair.estimate is not None:
@@ -277,6 +292,12 @@ class OrderClaim(ComparisonClaim):
     def judge_here(self, judging: Judging) -> Verdict:
         rows = judging.rows(self.subjects(), self.columns(), self.claim_backbone(judging.tables), self.claim)
         pair = self.compare(judging, rows, self.better, self.worse, self.margin)
+        estimate = pair.estimate
+        if (pair.verdict == INCONCLUSIVE and estimate is not None and not estimate.degenerate
+                and smaller_than_paper(estimate.interval, self.paper_gap(), self.margin)):
+            pair.verdict = SMALLER
+            pair.note = (f"its interval lies wholly below the paper's gap {self.paper_gap():+.2f}: the effect here is smaller "
+                         "than the paper's, whatever its sign (more seeds would only narrow where it lies)")
         return Verdict(self, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands)
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:

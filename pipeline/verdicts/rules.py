@@ -202,6 +202,13 @@ def at_the_edge(interval: tuple[float, float], boundaries: Sequence[float], frac
     return any(abs(end - boundary) <= slack for end in (low, high) for boundary in boundaries)
 
 
+def smaller_than_paper(interval: tuple[float, float], paper_gap: float | None, margin: float = 0.0) -> bool:
+    """Whether an undecided order's interval of better − worse lies wholly below the paper's own gap (a gap
+    that supports the claim: above its margin): the effect here is smaller than the paper's. A two-sided 95%
+    interval does so 2.5% of the time when the true difference is the paper's gap."""
+    return paper_gap is not None and paper_gap > margin and interval[1] < paper_gap
+
+
 def reproduction_slack(value: float, half_width: float | None) -> float:
     """How far another machine's last bits may move `value`: EDGE_FRACTION of its 95% half-width where it has
     one, else RELATIVE_TOLERANCE of its size (the reproduction check's rule, and the seed record's match)."""

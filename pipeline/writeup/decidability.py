@@ -120,6 +120,8 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
             record["margin"] = claim.judged_margin()
     if result.p_value is not None:
         record |= {"rho": result.ours, "p_value": result.p_value}
+    if result.settled is not None:
+        record["settled"] = result.settled
     return record
 
 
@@ -145,13 +147,28 @@ def settled_records(folder: Path = SETTLED_CLAIMS) -> dict[str, dict]:
 
 
 def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float], settled: dict[str, dict] | None = None) -> None:
-    """Set `would_take` on every undecided claim (the backbone's GPU hours per seed from `gpu_hours`), led by
-    its settling's outcome where it was settled (`settled`, by claim id)."""
+    """Set `would_take` on every undecided claim (the backbone's GPU hours per seed from `gpu_hours`). A claim
+    a settling decided takes the settling's verdict (`settled`, by claim id), in every place it is read: its
+    comparison shows the deciding look; an undecided settling leads what would decide it."""
     for result in verdicts:
-        result.would_take = would_take(result, gpu_hours, result.claim.claim_backbone(tables))
         record = (settled or {}).get(result.claim.id)
+        if record is not None and record["outcome"] in (HOLDS, CONTRADICTED) and result.verdict in UNDECIDED:
+            take_settled(result, record)
+        result.would_take = would_take(result, gpu_hours, result.claim.claim_backbone(tables))
         if record is not None and result.would_take is not None:
             result.would_take = f"{settled_text(record)}. {result.would_take}"
+
+
+def take_settled(result: Verdict, record: dict) -> None:
+    """The settling's verdict for the claim: its outcome, and its last look's Δ and interval on the pair."""
+    last = record["looks"][-1]
+    result.verdict = record["outcome"]
+    result.note = settled_text(record)
+    result.settled = {"seeds_per_arm": last["seeds_per_arm"], "difference": last["difference"],
+                      "interval": tuple(last["interval"]), "record": f"{SETTLED_CLAIMS.as_posix()}/{record['claim']}.json"}
+    for pair in result.comparisons:
+        pair.verdict, pair.note = record["outcome"], None
+        pair.difference, pair.interval = last["difference"], tuple(last["interval"])
 
 
 def gpu_hours_per_seed(path: Path) -> dict[str, float]:

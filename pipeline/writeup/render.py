@@ -22,7 +22,7 @@ from pipeline.reporting.tables import Row, Table
 from pipeline.verdicts.claim import Verdict
 from pipeline.verdicts.claims_file import verdict_counts
 from pipeline.verdicts.decidable import expected_by_chance
-from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, DECIDED, HOLDS, INCONCLUSIVE, VERDICTS, verdict_key
+from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, DECIDED, FINDINGS, HOLDS, INCONCLUSIVE, SMALLER, VERDICTS, verdict_key
 
 ROW_HEADER = "Model"
 RUN_HEADER = "Run"
@@ -384,6 +384,10 @@ def _decided_evidence(result: Verdict) -> str:
     shown = [f"{pair.better} − {pair.worse} {pair.difference:+.2f}" + (
         f" [{pair.interval[0]:+.2f}, {pair.interval[1]:+.2f}]" if pair.interval else " (one run each)")
         for pair in result.comparisons if pair.difference is not None]
+    if shown and result.verdict == SMALLER:
+        return f"{shown[0]}, the paper's gap {result.claim.paper_gap():+.2f}"
+    if result.settled is not None:
+        return f"{shown[0]} after {result.settled['seeds_per_arm']} seeds per arm, settled ({result.settled['record']})"
     if shown:
         return "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more pairs" if len(shown) > 2 else "")
     if result.p_value is not None and result.ours is not None:
@@ -395,9 +399,10 @@ def _decided_evidence(result: Verdict) -> str:
 
 
 def decided_lines(verdicts: list[Verdict], params: dict) -> list[str]:
-    """The first screen's answer: every decided claim in one line (verdict, id, Δ and interval), on which
-    backbone, the papers' claims first."""
-    decided = sorted((result for result in verdicts if result.verdict in DECIDED), key=lambda result: result.claim.origin != "paper")
+    """The first screen's answer: every decided claim in one line (verdict, id, Δ and interval), then every
+    claim whose interval excludes the paper's effect size, on which backbone, the papers' claims first."""
+    decided = sorted((result for result in verdicts if result.verdict in (*DECIDED, *FINDINGS)),
+                     key=lambda result: (result.verdict in FINDINGS, result.claim.origin != "paper"))
     if not decided:
         return ["**Decided here**: no claim.", ""]
     backbone = params["backbone"]
