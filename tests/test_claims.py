@@ -406,7 +406,7 @@ def test_seeds_across_which_a_banded_metric_did_not_vary_are_read_against_the_ba
     from pipeline.reporting.seed_record import settings_digest
 
     alignment = order_claim(id="alignment", metric="analysis:alignment", lower_is_better=True, band=0.01,
-                            band_reason="stated")
+                            band_reason="stated", paper="0.20 < 0.25")
     files = {"reports/analysis/joint.json": {"alignment": 0.20}, "reports/analysis/ensemble.json": {"alignment": 0.25}}
 
     def record(joint: list[float], ensemble: list[float]) -> SeedRecord:
@@ -600,7 +600,7 @@ def test_a_gap_below_its_band_is_still_judged_and_can_be_contradicted(tiny_param
     files = {"reports/analysis/joint.json": {"alignment": 0.30}, "reports/analysis/ensemble.json": {"alignment": 0.25}}
     (result,) = evaluate(claims_file(alignment), tiny_params_dict, files)
     assert result.verdict == CONTRADICTED
-    assert "it could not have held: the paper's gap 0.01 is below the band 0.01" in result.claim.verdict_text(result)
+    assert "it could not have held: the paper's gap 0.005 is below the band 0.01" in result.claim.verdict_text(result)
     files["reports/analysis/joint.json"] = {"alignment": 0.248}
     (inside,) = evaluate(claims_file(alignment), tiny_params_dict, files)
     assert inside.verdict == CANNOT_HOLD

@@ -383,3 +383,19 @@ def test_smaller_than_the_papers_is_reached_at_most_two_and_a_half_percent_at_th
         undecided = order_verdicts(low, high, batch.se) == INCONCLUSIVE
         rate = float((smaller & undecided).mean()) if delta == 0.0 else float(smaller.mean())
         assert bound(rate), (delta, rate)
+
+
+def test_a_claims_p_value_is_its_intervals_level_and_bh_adjustment_finds_the_same_discoveries():
+    """The p-value the report adjusts is the rule's own: 0.05 exactly where the 95 % interval ends at the margin,
+    below it where the interval excludes the margin. Adjusted p ≤ q picks what Benjamini–Hochberg's step-up picks."""
+    from pipeline.verdicts.decidable import benjamini_hochberg, bh_adjusted, interval_p_value
+
+    rng = np.random.default_rng(4)
+    a, b = paired_arms(rng, 5, 0.5, 0.1)
+    for row in range(50):
+        estimate = compare_arms(a[row] + 0.6, b[row], 0.01, paired=True)
+        low, high = estimate.interval
+        assert interval_p_value(estimate, low) == pytest.approx(0.05, abs=1e-6)
+        assert (interval_p_value(estimate) < 0.05) == (low > 0 or high < 0)
+    p = np.concatenate([rng.uniform(0, 1, 40), rng.uniform(0, 0.003, 10)])
+    assert [q <= 0.05 for q in bh_adjusted(p)] == benjamini_hochberg(p, 0.05)

@@ -11,6 +11,8 @@ A kind subclasses `ClaimSpec`: it validates itself, judges itself (`judge_here`)
 
 from __future__ import annotations
 
+import math
+
 import re
 from abc import abstractmethod
 from dataclasses import dataclass, field
@@ -71,6 +73,7 @@ class Verdict:
     would_take: str | None = None  # for an undecided claim: what would decide it
     at_edge: bool = False  # its interval ends within EDGE_FRACTION of a half-width of a boundary: another CPU may flip it
     settled: dict | None = None  # where a settling decided it: its last look (seeds_per_arm, difference, interval, record)
+    p_adjusted: float | None = None  # its p-value Benjamini–Hochberg-adjusted over the claims judged with one (None: none)
 
 
 @dataclass
@@ -252,12 +255,24 @@ class ClaimSpec(Spec):
 # --- the wording the kinds' rows share ---------------------------------------------------------------
 
 
+def decimals_for(interval: tuple[float, float] | None) -> int:
+    """Enough decimals that an interval's ends print apart and its width shows (two at least, six at most):
+    a ratio's [0.0003, 0.0014], never [0.00, 0.00]."""
+    width = abs(interval[1] - interval[0]) if interval is not None else 0.0
+    if not (math.isfinite(width) and width > 0):
+        return 2
+    return max(2, min(6, 1 - math.floor(math.log10(width))))
+
+
 def interval_text(interval: tuple[float, float] | None) -> str:
-    return "" if interval is None else f" [{number_text(interval[0])}, {number_text(interval[1])}]"
+    if interval is None:
+        return ""
+    places = decimals_for(interval)
+    return f" [{number_text(interval[0], places)}, {number_text(interval[1], places)}]"
 
 
-def number_text(value: float) -> str:
-    return f"{round(value, 2) + 0.0:.2f}"  # + 0.0 turns -0.0 into 0.0
+def number_text(value: float, places: int = 2) -> str:
+    return f"{round(value, places) + 0.0:.{places}f}"  # + 0.0 turns -0.0 into 0.0
 
 
 def noise_text(seeds: tuple[int, int] | int, source: str) -> str:
@@ -265,8 +280,8 @@ def noise_text(seeds: tuple[int, int] | int, source: str) -> str:
     return f"{shown}; seed noise {source}"
 
 
-def signed_text(number: float) -> str:
-    return f"{round(number, 2) + 0.0:+.2f}"  # + 0.0 turns -0.0 into 0.0
+def signed_text(number: float, places: int = 2) -> str:
+    return f"{round(number, places) + 0.0:+.{places}f}"  # + 0.0 turns -0.0 into 0.0
 
 
 def absence(row: Row) -> tuple[str, list[str]]:

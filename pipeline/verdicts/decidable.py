@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from pipeline.verdicts.estimates import LEVEL, Estimate
 
@@ -64,3 +64,29 @@ def benjamini_hochberg(p_values: Sequence[float], q: float = 0.05) -> list[bool]
     discovered = np.zeros(p.size, dtype=bool)
     discovered[order[:count]] = True
     return discovered.tolist()
+
+
+def bh_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg-adjusted p-values, in input order: a claim survives a false-discovery rate q where its
+    adjusted p ≤ q (the same discoveries as `benjamini_hochberg`)."""
+    p = np.asarray(p_values, dtype=float)
+    if p.size == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * p.size / np.arange(1, p.size + 1)
+    adjusted = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
+    result = np.empty(p.size)
+    result[order] = adjusted
+    return result.tolist()
+
+
+def interval_p_value(estimate: Estimate, margin: float = 0.0) -> float:
+    """The two-sided p-value of an estimate against `margin`, by the rule's own interval: one minus the level at
+    which the interval just reaches the margin (1 where nothing varied or Δ̂ is the margin)."""
+    distance = abs(estimate.difference - margin)
+    if estimate.degenerate or distance == 0:
+        return 1.0
+    reaches = lambda level: estimate.half_width_at(level) - distance  # noqa: E731 — rises with the level
+    if reaches(1 - 1e-12) < 0:
+        return 1e-12
+    return float(1 - optimize.brentq(reaches, 1e-12, 1 - 1e-12, xtol=1e-12))

@@ -78,11 +78,12 @@ class Estimate:
     tau: float
     seed_se: float = 0.0
     level: float = LEVEL
+    resolution: float = RESOLUTION  # the metric's own "nothing varied" (STS points: RESOLUTION)
 
     @property
     def degenerate(self) -> bool:
-        """True when the standard error is below RESOLUTION: nothing varied, nothing can be decided."""
-        return self.se <= RESOLUTION
+        """True when the standard error is below the metric's resolution: nothing varied, nothing can be decided."""
+        return self.se <= self.resolution
 
     def half_width_at(self, level: float) -> float:
         return float(half_width(self.seed_se ** 2, self.df, self.tau ** 2, level))
@@ -184,6 +185,13 @@ def _from_prior(a: np.ndarray, b: np.ndarray, tau2: np.ndarray, paired: bool, no
     return Batch(difference, np.full(difference.shape, var), df, tau2, np.full(difference.shape, noise.sd), noise.df, noise.source)
 
 
+def scale_resolution(*arms: np.ndarray) -> float:
+    """"Nothing varied" on a metric's own scale: a millionth of its size (an energy ratio of 0.0005 that moves by
+    0.0004 across seeds varied; RESOLUTION is in STS points)."""
+    size = max((float(np.abs(arm).max()) for arm in arms if np.size(arm)), default=0.0)
+    return 1e-6 * size if size > 0 else RESOLUTION
+
+
 def compare_many(a: np.ndarray, b: np.ndarray, tau2: float | np.ndarray, paired: bool = False,
                  noise: SeedNoise | None = None) -> Batch:
     """`compare_arms` over many claims at once: `a` (claims, n_A), `b` (claims, n_B), τ² scalar or per claim."""
@@ -201,7 +209,7 @@ def compare_many(a: np.ndarray, b: np.ndarray, tau2: float | np.ndarray, paired:
 
 
 def compare_arms(a: np.ndarray, b: np.ndarray, tau2: float, paired: bool = False, noise: SeedNoise | None = None,
-                 level: float = LEVEL) -> Estimate:
+                 level: float = LEVEL, resolution: float = RESOLUTION) -> Estimate:
     """The difference mean(a) − mean(b) of one score per training seed, with a pair + seed interval.
 
     Both arms ≥ 2 seeds: V_s = s_A²/n_A + s_B²/n_B with Welch's ν (or s_d²/n of d = a − b on n − 1 df
@@ -222,4 +230,5 @@ def compare_arms(a: np.ndarray, b: np.ndarray, tau2: float, paired: bool = False
         pair_interval=(difference - pair_half, difference + pair_half), half_width=half,
         se=math.sqrt(seed_var + tau2), df=df, seeds=(a.size, b.size), seed_sd=float(batch.seed_sd[0]),
         seed_df=batch.seed_df, seed_source=batch.source, tau=tau, seed_se=math.sqrt(seed_var), level=level,
+        resolution=resolution,
     )

@@ -18,10 +18,10 @@ from pipeline.reporting.spec import MTEB_PREFIX
 from pipeline.reporting.tables import Row
 from pipeline.settings_rules import SCALES
 from pipeline.verdicts.claim import (
-    ClaimSpec, Comparison, Judging, SubjectSpec, Verdict, absence, interval_text, metric_check, noise_text, number_text,
+    ClaimSpec, Comparison, Judging, SubjectSpec, Verdict, absence, decimals_for, interval_text, metric_check, noise_text, number_text,
     signed_text,
 )
-from pipeline.verdicts.estimates import Estimate, compare_arms
+from pipeline.verdicts.estimates import Estimate, compare_arms, scale_resolution
 from pipeline.verdicts.rules import at_the_edge, order_verdict, smaller_than_paper
 from pipeline.verdicts.verdict_names import (
     CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE, SMALLER,
@@ -125,7 +125,7 @@ class ComparisonClaim(ClaimSpec):
         gap = self.paper_gap()
         if self.band is not None and gap is not None and gap < self.band:
             also = f"; and {unlisted}" if unlisted else ""
-            return CANNOT_HOLD, f"the paper's gap {gap:.2f} is below the band {self.band:g}: not even an exact reproduction holds{also}"
+            return CANNOT_HOLD, f"the paper's gap {gap:.3g} is below the band {self.band:g}: not even an exact reproduction holds{also}"
         return (CANNOT_RUN, unlisted) if unlisted else None
 
     def compare(self, judging: Judging, rows: dict[str, Row], better: SubjectSpec, worse: SubjectSpec, margin: float) -> Comparison:
@@ -194,7 +194,8 @@ class ComparisonClaim(ClaimSpec):
         what difference counts, as it does for one run each."""
         band = self.band or 0.0
         if len(arms[0].values) >= 2 and len(arms[1].values) >= 2:
-            estimate = compare_arms(arms[0].values, arms[1].values, 0.0, paired=paired(arms[0], arms[1]))
+            estimate = compare_arms(arms[0].values, arms[1].values, 0.0, paired=paired(arms[0], arms[1]),
+                                    resolution=scale_resolution(arms[0].values, arms[1].values))
             pair.interval = estimate.interval
             pair.estimate = flipped(estimate) if self.lower_is_better else estimate
             if not pair.estimate.degenerate:
@@ -212,7 +213,8 @@ class ComparisonClaim(ClaimSpec):
     def ours_text(self, result: Verdict) -> str:
         parts = []
         for pair in result.comparisons:
-            shown = "—" if pair.difference is None else f"{signed_text(pair.difference)}{interval_text(pair.interval)}"
+            places = decimals_for(pair.interval)
+            shown = "—" if pair.difference is None else f"{signed_text(pair.difference, places)}{interval_text(pair.interval)}"
             if result.settled is not None:  # the deciding look of a settling, not this run's seeds
                 shown += f" ({result.settled['seeds_per_arm']} seeds per arm, settled: {result.settled['record']})"
             elif pair.estimate is not None and pair.estimate.degenerate:  # "measured" would say noise was found

@@ -24,6 +24,8 @@ VERDICTS = (REPRODUCED, HIGHER, NOT_REPRODUCED, CONSISTENT, HOLDS, CONTRADICTED,
             OTHER_SCALE, OTHER_BACKBONE, CANNOT_HOLD, CANNOT_RUN)
 UNDECIDED = (INCONCLUSIVE, CONSISTENT)  # judged, but the noise leaves it open: "what it would take" is said
 DECIDED = (REPRODUCED, HIGHER, NOT_REPRODUCED, HOLDS, CONTRADICTED)  # judged and settled by this run
+# judged by a rule on this run's numbers (a p-value can be said of it)
+JUDGED = (*DECIDED, INCONCLUSIVE, CONSISTENT, SMALLER)
 # judged and settled, on the effect's size rather than the claim's sign: listed with the decided ones first
 FINDINGS = (SMALLER,)
 

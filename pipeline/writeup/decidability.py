@@ -20,11 +20,11 @@ from scipy import stats
 from pipeline.paths import REPORTS
 from pipeline.writeup.render import paper_of
 from pipeline.verdicts.claim import Comparison, Verdict
-from pipeline.verdicts.decidable import decidable_gap, seeds_needed
+from pipeline.verdicts.decidable import bh_adjusted, decidable_gap, interval_p_value, seeds_needed
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, Estimate
 from pipeline.verdicts.order import ComparisonClaim, OrderClaim
 from pipeline.verdicts.value import ValueClaim
-from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, UNDECIDED
+from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, JUDGED, UNDECIDED
 
 POWER = 0.80
 
@@ -157,6 +157,30 @@ def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float], settl
         result.would_take = would_take(result, gpu_hours, result.claim.claim_backbone(tables))
         if record is not None and result.would_take is not None:
             result.would_take = f"{settled_text(record)}. {result.would_take}"
+    adjust_for_multiplicity(verdicts)
+
+
+def claim_p_value(result: Verdict) -> float | None:
+    """A judged claim's two-sided p-value: an order's, by its own interval against its margin (the band's edge on
+    the side of Δ̂); a correlation's or spread's one-sided p, doubled. None for the other kinds and a settled claim
+    (its sequential boundary is its own test)."""
+    claim = result.claim
+    if result.verdict not in JUDGED or result.settled is not None:
+        return None
+    if isinstance(claim, OrderClaim) and len(result.comparisons) == 1 and result.comparisons[0].estimate is not None:
+        estimate, margin, band = result.comparisons[0].estimate, claim.judged_margin(), claim.band or 0.0
+        return interval_p_value(estimate, margin + math.copysign(band, estimate.difference - margin))
+    if result.p_value is not None and math.isfinite(result.p_value):
+        return min(1.0, 2 * min(result.p_value, 1 - result.p_value))
+    return None
+
+
+def adjust_for_multiplicity(verdicts: list[Verdict], q: float = 0.05) -> None:
+    """Each judged claim's Benjamini–Hochberg-adjusted p-value over every claim judged with one: a verdict that
+    survives (≤ q) keeps a 5 % false-discovery rate across the report, not only its own 5 %."""
+    judged = [(result, p) for result in verdicts if (p := claim_p_value(result)) is not None]
+    for (result, _), adjusted in zip(judged, bh_adjusted([p for _, p in judged])):
+        result.p_adjusted = adjusted
 
 
 def take_settled(result: Verdict, record: dict) -> None:

@@ -19,11 +19,12 @@ from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.backbones import judged_backbone, title
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
-from pipeline.verdicts.claim import Verdict
+from pipeline.verdicts.claim import Verdict, decimals_for, signed_text
 from pipeline.verdicts.claims_file import verdict_counts
 from pipeline.verdicts.decidable import expected_by_chance
 from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, DECIDED, FINDINGS, HOLDS, INCONCLUSIVE, SMALLER, VERDICTS, verdict_key
 
+FDR = 0.05  # the false-discovery rate the Benjamini–Hochberg line reports at
 ROW_HEADER = "Model"
 RUN_HEADER = "Run"
 CELL_LEGEND = (
@@ -308,9 +309,7 @@ def reproduction(
              "![Every judged comparison: the difference with its pair-only interval (thin) and its pair + seed interval "
              "(thick), the margin or band shaded, the verdict as the colour](figures/claims.png)", ""]
     lines += _scale_lines(params, untrained_avg) + ([gaussian.line()] if gaussian is not None else []) + [""]
-    judged = [result for result in verdicts if result.verdict in (HOLDS, CONTRADICTED, INCONCLUSIVE, CONSISTENT)]
-    lines += [f"Multiplicity: {len(judged)} verdicts were judged at 5% each; were no difference real, chance alone would "
-              f"decide about {expected_by_chance(len(judged)):.1f} of them (no correction across claims: each is its own question).", ""]
+    lines += [multiplicity_line(verdicts), ""]
     lines += [VERDICT_LEGEND, f"Default ε of value claims (\"the default\" below): {default_epsilon:.2f} points, {default_reason}.", ""]
     for paper, group in _by_paper(papers).items():
         lines += [f"## {paper}'s claims", ""] + _claims_table(group, default_reason) + [""]
@@ -381,8 +380,9 @@ def _by_paper(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
 def _decided_evidence(result: Verdict) -> str:
     """A decided claim's numbers in a few words: its comparisons' Δ and intervals (two at most), a value
     claim's ours − paper, a correlation's ρ and p."""
-    shown = [f"{pair.better} − {pair.worse} {pair.difference:+.2f}" + (
-        f" [{pair.interval[0]:+.2f}, {pair.interval[1]:+.2f}]" if pair.interval else " (one run each)")
+    shown = [f"{pair.better} − {pair.worse} {signed_text(pair.difference, decimals_for(pair.interval))}" + (
+        f" [{signed_text(pair.interval[0], decimals_for(pair.interval))}, {signed_text(pair.interval[1], decimals_for(pair.interval))}]"
+        if pair.interval else " (one run each)")
         for pair in result.comparisons if pair.difference is not None]
     if shown and result.verdict == SMALLER:
         return f"{shown[0]}, the paper's gap {result.claim.paper_gap():+.2f}"
@@ -398,6 +398,27 @@ def _decided_evidence(result: Verdict) -> str:
     return "—"
 
 
+def _fdr_text(result: Verdict) -> str:
+    """A decided claim's Benjamini–Hochberg-adjusted p-value and whether it survives a 5 % false-discovery rate."""
+    if result.p_adjusted is None or result.verdict not in DECIDED:
+        return ""
+    survives = "survives" if result.p_adjusted <= FDR else "does not survive"
+    return f" (BH-adjusted p {result.p_adjusted:.2g}: {survives} a {FDR:.0%} false-discovery rate)"
+
+
+def multiplicity_line(verdicts: list[Verdict]) -> str:
+    """How many verdicts were judged, what chance alone would decide, and how many decided ones survive
+    Benjamini–Hochberg over every claim judged with a p-value."""
+    judged = [result for result in verdicts if result.verdict in (HOLDS, CONTRADICTED, INCONCLUSIVE, CONSISTENT, SMALLER)]
+    tested = [result for result in verdicts if result.p_adjusted is not None]
+    decided = [result for result in tested if result.verdict in DECIDED]
+    surviving = sum(result.p_adjusted <= FDR for result in decided)
+    return (f"Multiplicity: {len(judged)} verdicts were judged at 5% each; were no difference real, chance alone would "
+            f"decide about {expected_by_chance(len(judged)):.1f} of them. Benjamini–Hochberg over the {len(tested)} judged "
+            f"with a p-value: {surviving} of their {len(decided)} decided verdicts survive a {FDR:.0%} false-discovery rate "
+            "(each decided line above says its adjusted p).")
+
+
 def decided_lines(verdicts: list[Verdict], params: dict) -> list[str]:
     """The first screen's answer: every decided claim in one line (verdict, id, Δ and interval), then every
     claim whose interval excludes the paper's effect size, on which backbone, the papers' claims first."""
@@ -411,7 +432,7 @@ def decided_lines(verdicts: list[Verdict], params: dict) -> list[str]:
     for result in decided:
         origin = "" if result.claim.origin == "paper" else " (the project's question)"
         edge = ", at the edge" if result.at_edge else ""
-        lines.append(f"- **{result.verdict}**{edge}: `{result.claim.id}`{origin}: {_decided_evidence(result)}")
+        lines.append(f"- **{result.verdict}**{edge}: `{result.claim.id}`{origin}: {_decided_evidence(result)}{_fdr_text(result)}")
     return lines + [""]
 
 
