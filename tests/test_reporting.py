@@ -582,3 +582,21 @@ def test_runs_with_the_workspaces_settings_and_numbers_are_counted_not_listed():
     # another history of the same results (the commit that adds this table among them) writes the same bytes
     later = [Run(f"commit {name}", params, scores) for name in ("ddddddd (main)", "aaaaaaa")]
     assert experiments_table(workspace, params, [*later, other]) == text
+
+
+def test_a_layer_sweep_is_a_fraction_of_the_backbones_layers():
+    """jtcse-cael-best states its CAEL counts of BERT-base's 12 layers: on MiniLM's 6 they are 1, 2, 3 and 6 for the
+    paper's 2, 4, 6 and 12, and 1 or 3 of 12 has no counterpart (one line, not a 7-layer run)."""
+    from pipeline.reporting.spec import ExperimentSpec
+    from pipeline.verdicts.claims_file import load_claims
+
+    claims = load_claims(load_tables(REPO_ROOT / "tables.yaml"), tiny_preset(), REPO_ROOT / "claims.yaml")
+    (sweep,) = [claim for claim in claims.claims if claim.id == "jtcse-cael-best"]
+    mapped = {subject.label: subject.experiment.on_layers(6) for subject in sweep.subjects()}
+    assert {label: overrides for label, (overrides, why) in mapped.items() if why is None} == {
+        "6 CAELs": ["train.cael=3"], "2 CAELs": ["train.cael=1"], "4 CAELs": ["train.cael=2"],
+        "12 CAELs": ["train.cael=6"], "w/o (TNCSE)": ["train.cael=0"]}
+    assert mapped["1 CAEL"][1] == "train.cael=1 of 12 layers has no counterpart on this backbone (6 layers: 0.5)"
+    assert mapped["3 CAELs"][0] == [] and "no counterpart" in mapped["3 CAELs"][1]
+    assert ExperimentSpec(overrides=["train.cael=6"], of_layers=12).on_layers(12) == (["train.cael=6"], None)
+    assert ExperimentSpec(overrides=["train.cael=6"]).on_layers(6) == (["train.cael=6"], None)  # no of_layers: as written

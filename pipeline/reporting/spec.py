@@ -45,6 +45,10 @@ def _check_overrides(overrides: list[str]) -> list[str]:
     return overrides
 
 
+# Settings that count encoder layers: a sweep of one is stated as a fraction of the backbone's layers
+LAYER_COUNT_SETTINGS = ("train.cael", "jtcse.cael", "train.drop_layernorm")
+
+
 class ExperimentSpec(Spec):
     """A DVC experiment, found in `dvc exp show` by its params and queued with `-S` overrides."""
 
@@ -52,6 +56,27 @@ class ExperimentSpec(Spec):
     paper_overrides: list[str] = Field(
         [], description="added at paper scale only: the papers' settings that the tiny preset must not take"
     )
+    of_layers: int | None = Field(
+        None, ge=1, description="the overrides' layer counts (LAYER_COUNT_SETTINGS) are of a backbone with this many "
+        "layers (the papers' BERT-base: 12): they map to the run's backbone by the same fraction"
+    )
+
+    def on_layers(self, layers: int) -> tuple[list[str], str | None]:
+        """The overrides on a backbone of `layers` layers: each layer count scaled by layers / of_layers (6 of
+        12 → 3 of 6), and why none is possible where a count has no whole counterpart (1 of 12 on 6 layers)."""
+        if self.of_layers is None or self.of_layers == layers:
+            return list(self.overrides), None
+        mapped = []
+        for override in self.overrides:
+            key, _, value = override.partition("=")
+            if key in LAYER_COUNT_SETTINGS and value.lstrip("-").isdigit():
+                scaled = int(value) * layers / self.of_layers
+                if scaled != int(scaled):
+                    return [], (f"{key}={value} of {self.of_layers} layers has no counterpart on this backbone "
+                                f"({layers} layers: {scaled:g})")
+                override = f"{key}={int(scaled)}"
+            mapped.append(override)
+        return mapped, None
 
     @field_validator("overrides", "paper_overrides")
     @classmethod

@@ -186,7 +186,11 @@ def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) 
         return result
     overrides = list(spec.overrides)
     if row.experiment:
-        overrides += row.experiment.overrides
+        mapped, unmatched = row.experiment.on_layers(workspace.params["backbone"]["num_layers"])
+        if unmatched:
+            result.not_applicable = unmatched
+            return result
+        overrides += mapped
         if workspace.params["scale"] in PAPER_SHAPED:
             overrides += row.experiment.paper_overrides
     changed = [requirement(override, workspace.params) for override in overrides]
