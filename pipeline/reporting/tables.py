@@ -172,6 +172,17 @@ def scale_line(spec: TableSpec, params: dict[str, Any]) -> str:
     return f"Paper scale: {title(spec.backbone)}, the papers' settings (params.yaml, scale: paper).{trained}"
 
 
+def _row_overrides(spec: TableSpec, row: RowSpec, params: dict[str, Any]) -> tuple[list[str], str | None]:
+    """The settings a row changes on this run's backbone (its layer counts mapped: `ExperimentSpec.on_layers`),
+    or why it has no counterpart here."""
+    overrides = list(spec.overrides)
+    if not row.experiment:
+        return overrides, None
+    mapped, unmatched = row.experiment.on_layers(params["backbone"]["num_layers"])
+    extra = row.experiment.paper_overrides if params["scale"] in PAPER_SHAPED else []
+    return overrides + mapped + extra, unmatched
+
+
 def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) -> Row:
     """One row of a table spec filled from the runs (the workspace, else the experiments that fit), or
     why it is missing and the command that produces it. `axes`: `experiment_axes` (settings every row
@@ -184,15 +195,9 @@ def find_row(row: RowSpec, spec: TableSpec, axes: list[str], source: RunSource) 
     result.not_applicable = other_backbone(spec.backbone, workspace.params)
     if result.not_applicable:  # a RoBERTa-base row is not a MiniLM run's
         return result
-    overrides = list(spec.overrides)
-    if row.experiment:
-        mapped, unmatched = row.experiment.on_layers(workspace.params["backbone"]["num_layers"])
-        if unmatched:
-            result.not_applicable = unmatched
-            return result
-        overrides += mapped
-        if workspace.params["scale"] in PAPER_SHAPED:
-            overrides += row.experiment.paper_overrides
+    overrides, result.not_applicable = _row_overrides(spec, row, workspace.params)
+    if result.not_applicable:  # a layer count of the paper's backbone with no counterpart on this one
+        return result
     changed = [requirement(override, workspace.params) for override in overrides]
     changed_keys = {wanted.key for wanted in changed}
     kept = [
