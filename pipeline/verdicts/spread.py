@@ -1,5 +1,5 @@
 """The spread claim: one model varies less across training seeds than another on a score, judged on the
-seed record's values of both (the same seeds, so paired) by the Pitman–Morgan test (`rules.spread_verdict`).
+seed record's values of both (the same seeds, so paired) by a paired permutation test (`rules.spread_verdict`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pipeline.verdicts.verdict_names import NOT_RUN
 
 class SpreadClaim(ClaimSpec):
     """One model varies less across training seeds than another on a score: the seed record's values of
-    both (the same seeds, so paired) by the Pitman–Morgan test (`rules.spread_verdict`)."""
+    both (the same seeds, so paired) by a paired permutation test (`rules.spread_verdict`)."""
 
     kind: Literal["spread"]
     metric: str = Field(description="a score column")
@@ -50,7 +50,7 @@ class SpreadClaim(ClaimSpec):
             return "—"
         p_value = "—" if result.p_value is None or math.isnan(result.p_value) else f"{result.p_value:.3f}"
         return (f"sd {self.steadier.label} / {self.other.label} = {result.ours:.2f} over {result.run}, "
-                f"Pitman–Morgan one-sided p = {p_value}")
+                f"paired permutation one-sided p = {p_value}")
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         return self.paper
