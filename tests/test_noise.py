@@ -373,6 +373,7 @@ def test_a_clearly_steadier_model_holds_and_too_few_seeds_decide_nothing():
     held = [spread_verdict(0.3 * rng.standard_normal(20), rng.standard_normal(20))[0] for _ in range(500)]
     assert held.count(HOLDS) / 500 >= 0.8
     assert spread_verdict(np.ones(5), 2 * np.ones(5))[0] == INCONCLUSIVE  # nothing varied
+    assert isinstance(spread_verdict(rng.standard_normal(20), rng.standard_normal(20))[2], float)  # JSON-safe
     assert spread_verdict(np.ones(2), np.arange(2.0))[0] == INCONCLUSIVE  # two seeds
     assert spread_verdict(0.01 * rng.standard_normal(5), 10 * rng.standard_normal(5))[0] == INCONCLUSIVE  # p ≥ 1/32
 

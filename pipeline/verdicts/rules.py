@@ -250,7 +250,7 @@ def spread_verdict(steadier: np.ndarray, other: np.ndarray, alpha: float = CORRE
     observed, slack = float(np.var(a, ddof=1) - np.var(b, ddof=1)), 1e-12 * float(np.var(a) + np.var(b))
     count_lower, count_higher = np.count_nonzero(null <= observed + slack), np.count_nonzero(null >= observed - slack)
     # exact: the identity is among the swaps; sampled: counted once more, so that p is never 0
-    p_lower, p_higher = ((count / null.size) if exact else (1 + count) / (1 + null.size) for count in (count_lower, count_higher))
+    p_lower, p_higher = (float(count / null.size if exact else (1 + count) / (1 + null.size)) for count in (count_lower, count_higher))
     if p_lower < alpha:
         return HOLDS, ratio, p_lower
     if p_higher < alpha:
