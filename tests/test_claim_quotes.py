@@ -63,3 +63,9 @@ def test_a_reconstructed_quote_is_its_tokens_in_order_on_one_line():
     assert reconstructed_found(SEED, "JTCSE+UC … 74.57 85.73 80.61")
     assert not reconstructed_found(SEED, "JTCSE+UC 85.73 74.57")  # out of order
     assert not reconstructed_found(SEED, "JTCSE+UC 74.57 85.73 80.62")  # a number the line lacks
+
+
+def test_a_compound_broken_at_a_line_end_is_found_beside_a_split_word():
+    seed = "with or without extra NLI su-\n\npervision, greatly outperforming the previous state-\n\nof-the-art models."
+    assert quote_found(seed, "extra NLI supervision, greatly outperforming the previous state-of-the-art models")
+    assert not quote_found(seed, "extra NLI supervision, greatly outperforming the previous state-of-the-art methods")

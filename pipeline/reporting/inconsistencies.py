@@ -304,7 +304,7 @@ READ_IN_THE_SEEDS: tuple[SeedReading, ...] = (
         ("JTCSE+UC D 75.22 85.46 78.50 85.50 81.55 83.02 74.24 80.50", "TNCSE+UC D 75.95 85.31 78.50 85.69 81.86 83.03 73.89 80.60",
          "the model JTCSE retrained in this work has improved its performance on 7 STS tasks"),
         "JTCSE+UC D against TNCSE+UC D, BERT-base, 7 STS Avg.", "improved (the text)", "80.50 below 80.60 (Table I)", "-0.10",
-        "the table (jtcse-uc-d-beats-tncse-uc-d-bert states the text's claim and names the table against it)"),
+        "the table (jtcse-uc-d-beats-tncse-uc-d-bert, a project question, reads cannot hold: its paper gap is -0.10)"),
     SeedReading(
         _JTCSE, "footnote 9 against Table V",
         ("STS22.v2 contains 19 subtasks",

@@ -26,6 +26,17 @@ def _soft(text: str) -> str:
     return re.sub(r"(\w)- (\w)", r"\1\2", text)
 
 
+def _find(haystack: str, part: str, position: int) -> int:
+    """Where `part` occurs from `position`: as it is, softened, or with its hyphens optional (a compound
+    broken at a line end, `state-` / `of-the-art`, reads `stateof-the-art` once the syllable splits are joined)."""
+    for candidate in (part, _soft(part)):
+        index = haystack.find(candidate, position)
+        if index >= 0:
+            return index
+    found = re.compile(re.escape(part).replace(r"\-", "-?")).search(haystack, position) if "-" in part else None
+    return found.start() if found else -1
+
+
 def quote_found(seed: str, quote: str) -> bool:
     """Every part of `quote` between ellipses occurs in `seed`, in order (after normalising both)."""
     text = normalise(seed)
@@ -35,9 +46,7 @@ def quote_found(seed: str, quote: str) -> bool:
         for part in (normalise(part) for part in quote.split(ELLIPSIS)):
             if not part:
                 continue
-            index = haystack.find(part, position)
-            if index < 0:
-                index = haystack.find(_soft(part), position)
+            index = _find(haystack, part, position)
             if index < 0:
                 found = False
                 break

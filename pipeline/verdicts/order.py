@@ -106,8 +106,10 @@ class ComparisonClaim(ClaimSpec):
         return self.gap_of(numbers)
 
     def gap_of(self, numbers: list[float]) -> float:
-        """The gap an order claim's paper numbers state: better − worse."""
-        return abs(numbers[0] - numbers[1])
+        """The gap an order claim's paper numbers state, better's number first: better − worse, signed (a paper
+        whose own numbers put better below worse gives a negative gap); a lower-is-better metric's improvement
+        is its size."""
+        return abs(numbers[0] - numbers[1]) if self.lower_is_better else numbers[0] - numbers[1]
 
     def judged_margin(self) -> float:
         """What each pair's difference is judged against (0: simply beats)."""
@@ -123,6 +125,9 @@ class ComparisonClaim(ClaimSpec):
             suite = load_suite(self.metric.removeprefix(MTEB_PREFIX).split(".")[1])
             unlisted = f"suite {suite.name}: {suite.unlisted}" if suite.unlisted else None
         gap = self.paper_gap()
+        if self.band is None and gap is not None and gap <= self.judged_margin() and isinstance(self, OrderClaim):
+            return CANNOT_HOLD, (f"the paper's own numbers put {self.better.label} − {self.worse.label} at {gap:+.2f}, not above "
+                                 f"the margin {self.judged_margin():g}: they contradict the claim, which not even an exact reproduction holds")
         if self.band is not None and gap is not None and gap < self.band:
             also = f"; and {unlisted}" if unlisted else ""
             return CANNOT_HOLD, f"the paper's gap {gap:.3g} is below the band {self.band:g}: not even an exact reproduction holds{also}"
