@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from pipeline import paths
 from pipeline.verdicts.rules import RELATIVE_TOLERANCE
-from tools.result_numbers import Largest, numbers_within
+from tools.result_numbers import Largest, finite, numbers_within
 
 CLAIMS = paths.REPORTS / "claims.json"
 # The statistics of a claim without an interval (a correlation's ρ and p, a spread's ratio and p).
@@ -36,8 +36,7 @@ class ClaimEstimate:
 
 
 def _number(value) -> float | None:
-    finite = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if finite else None
+    return float(value) if finite(value) else None
 
 
 def _estimate(claim: str, label: str, entry: dict) -> ClaimEstimate | None:

@@ -85,6 +85,7 @@ class Revision:
         self.root, self.commit = root, commit
         self._listing = set(git_text(root, "ls-tree", "-r", "--name-only", commit).split()) if commit else None
         self._texts: dict[str, str | None] = {}  # each file read once: the records are compared three ways
+        self._parsed: dict[str, dict | None] = {}
 
     @property
     def name(self) -> str:
@@ -101,6 +102,12 @@ class Revision:
         return self._texts[path]
 
     def json(self, path: str) -> dict | None:
+        """`path` parsed, once: the details files are read for their widths, their scores and their records."""
+        if path not in self._parsed:
+            self._parsed[path] = self._parse(path)
+        return self._parsed[path]
+
+    def _parse(self, path: str) -> dict | None:
         text = self.text(path)
         if text is None:
             return None
@@ -371,7 +378,7 @@ def compare_results(expected: Revision, actual: Revision, fraction: float, check
         else:
             compare_by_tolerance(path, expected.text(path), actual.text(path), tolerance, check, relative)
     check.lines.append(f"numbers without an interval compared ({len(by_tolerance)} files: MTEB, analyses, checkpoints, "
-                       f"training curves): largest {relative.text('of its size')}, allowed {tolerance:.0%}")
+                       f"training curves): largest {relative.text('of its size', percent=True)}, allowed {tolerance:.0%}")
     claims = expected.json(CLAIMS.as_posix())
     if claims is not None:
         current_claims = actual.json(CLAIMS.as_posix())

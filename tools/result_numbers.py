@@ -48,8 +48,8 @@ class Largest:
         if ratio > self.ratio or (not self.where and ratio == self.ratio):
             self.ratio, self.where = ratio, where
 
-    def text(self, unit: str) -> str:
-        shown = f"{self.ratio:.3%}" if unit == "of its size" else f"{self.ratio:.3f}"
+    def text(self, unit: str, percent: bool = False) -> str:
+        shown = f"{self.ratio:.3%}" if percent else f"{self.ratio:.3f}"
         return f"{shown} {unit} ({self.where or 'none'})"
 
 
@@ -61,13 +61,16 @@ def relative_change(before: float, after: float) -> float:
     return abs(after - before) / max(abs(before), abs(after), NEAR_ZERO)
 
 
-def numbers_within(before, after, tolerance: float) -> list[str]:
-    """Each leaf of `before` against `after`'s: a number within `tolerance` of its size, anything else equal."""
+def numbers_within(before, after, tolerance: float, largest: Largest | None = None, where: str = "") -> list[str]:
+    """Each leaf of `before` against `after`'s: a number within `tolerance` of its size, anything else equal;
+    each number's relative change offered to `largest` (named `where: key`)."""
     then, now = dotted_leaves(before, into_lists=True), dotted_leaves(after, into_lists=True)
     problems = []
     for key, value in then.items():
         current = now.get(key, "missing")
         if finite(value) and finite(current):
+            if largest is not None:
+                largest.offer(relative_change(value, current), f"{where}: {key} ({current!r} vs {value!r})")
             if relative_change(value, current) > tolerance:
                 problems.append(f"{key} = {current!r} vs committed {value!r}: moved {relative_change(value, current):.2%} "
                                 f"of its size (allowed {tolerance:.0%})")
@@ -162,7 +165,7 @@ def compare_training(path: str, expected: dict, actual: dict, dev_width: float |
 
 
 def table_numbers(text: str) -> dict:
-    """A CSV file as {column: {row: cell}} (cells as pandas reads them: numbers as floats, NaN as None)."""
+    """A CSV file as {column: [cell per row]} (cells as pandas reads them: numbers as floats, NaN as None)."""
     frame = pd.read_csv(io.StringIO(text))
     return {column: [None if isinstance(cell, float) and math.isnan(cell) else cell for cell in frame[column].tolist()]
             for column in frame.columns}
@@ -174,11 +177,7 @@ def compare_by_tolerance(path: str, committed_text: str, current_text: str, tole
     before, after = read(committed_text), read(current_text)
     if not path.endswith(".csv"):
         before, after = _without_environment(before), _without_environment(after)
-    then, now = dotted_leaves(before, into_lists=True), dotted_leaves(after, into_lists=True)
-    for key, value in then.items():
-        if finite(value) and finite(now.get(key)):
-            largest.offer(relative_change(value, now[key]), f"{path}: {key} ({now[key]!r} vs {value!r})")
-    check.problems += [f"{path}: {problem}" for problem in numbers_within(before, after, tolerance)]
+    check.problems += [f"{path}: {problem}" for problem in numbers_within(before, after, tolerance, largest, path)]
 
 
 def _without_environment(tree):

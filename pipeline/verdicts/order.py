@@ -125,9 +125,6 @@ class ComparisonClaim(ClaimSpec):
             suite = load_suite(self.metric.removeprefix(MTEB_PREFIX).split(".")[1])
             unlisted = f"suite {suite.name}: {suite.unlisted}" if suite.unlisted else None
         gap = self.paper_gap()
-        if self.band is None and gap is not None and gap <= self.judged_margin() and isinstance(self, OrderClaim):
-            return CANNOT_HOLD, (f"the paper's own numbers put {self.better.label} − {self.worse.label} at {gap:+.2f}, not above "
-                                 f"the margin {self.judged_margin():g}: they contradict the claim, which not even an exact reproduction holds")
         if self.band is not None and gap is not None and gap < self.band:
             also = f"; and {unlisted}" if unlisted else ""
             return CANNOT_HOLD, f"the paper's gap {gap:.3g} is below the band {self.band:g}: not even an exact reproduction holds{also}"
@@ -296,14 +293,23 @@ class OrderClaim(ComparisonClaim):
     def judged_margin(self) -> float:
         return self.margin
 
+    def cannot(self) -> tuple[str, str] | None:
+        """As every comparison's, and first: an STS order whose paper numbers put better at or below worse (by its
+        margin) contradicts itself, which not even an exact reproduction holds."""
+        gap = self.paper_gap()
+        if self.band is None and gap is not None and gap <= self.margin:
+            return CANNOT_HOLD, (f"the paper's own numbers put {self.better.label} − {self.worse.label} at {gap:+.2f}, not above "
+                                 f"the margin {self.margin:g}: they contradict the claim, which not even an exact reproduction holds")
+        return super().cannot()
+
     def judge_here(self, judging: Judging) -> Verdict:
         rows = judging.rows(self.subjects(), self.columns(), self.claim_backbone(judging.tables), self.claim)
         pair = self.compare(judging, rows, self.better, self.worse, self.margin)
-        estimate = pair.estimate
+        estimate, gap = pair.estimate, self.paper_gap()
         if (pair.verdict == INCONCLUSIVE and estimate is not None and not estimate.degenerate
-                and smaller_than_paper(estimate.interval, self.paper_gap(), self.margin)):
+                and smaller_than_paper(estimate.interval, gap, self.margin)):
             pair.verdict = SMALLER
-            pair.note = (f"its interval lies wholly below the paper's gap {self.paper_gap():+.2f}: the effect here is smaller "
+            pair.note = (f"its interval lies wholly below the paper's gap {gap:+.2f}: the effect here is smaller "
                          "than the paper's, whatever its sign (more seeds would only narrow where it lies)")
         return Verdict(self, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands)
 

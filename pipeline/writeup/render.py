@@ -377,13 +377,18 @@ def _by_paper(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
     return groups
 
 
+def _pair_evidence(pair) -> str:
+    """better − worse, Δ and its interval at the precision the interval's width needs."""
+    places = decimals_for(pair.interval)
+    interval = (f" [{signed_text(pair.interval[0], places)}, {signed_text(pair.interval[1], places)}]" if pair.interval
+                else " (one run each)")
+    return f"{pair.better} − {pair.worse} {signed_text(pair.difference, places)}{interval}"
+
+
 def _decided_evidence(result: Verdict) -> str:
     """A decided claim's numbers in a few words: its comparisons' Δ and intervals (two at most), a value
     claim's ours − paper, a correlation's ρ and p."""
-    shown = [f"{pair.better} − {pair.worse} {signed_text(pair.difference, decimals_for(pair.interval))}" + (
-        f" [{signed_text(pair.interval[0], decimals_for(pair.interval))}, {signed_text(pair.interval[1], decimals_for(pair.interval))}]"
-        if pair.interval else " (one run each)")
-        for pair in result.comparisons if pair.difference is not None]
+    shown = [_pair_evidence(pair) for pair in result.comparisons if pair.difference is not None]
     if shown and result.verdict == SMALLER:
         return f"{shown[0]}, the paper's gap {result.claim.paper_gap():+.2f}"
     if result.settled is not None:
