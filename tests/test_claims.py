@@ -167,6 +167,20 @@ def test_a_trend_is_checked_as_its_order_claims(tiny_params_dict):
     assert first_best.verdict == CONTRADICTED and len(first_best.comparisons) == 2
 
 
+def test_a_sweep_with_a_step_against_its_shape_does_not_hold(tiny_params_dict):
+    """Its endpoints fall 1.7 points, but its second step rises 0.3: no hold, and the row names the step."""
+    rng = np.random.default_rng(3)
+    shared = rng.normal(0.0, 1.0, RESAMPLES)
+    planted = {"joint": 75.0, "ensemble": 73.0, "pretrain-I": 73.3}
+    files = files_of({model: (avg, avg + shared + rng.normal(0, 0.2, RESAMPLES)) for model, avg in planted.items()})
+    trend = {"id": "sweep", "claim": "falls", "source": SOURCE, "kind": "trend", "backbone": "bert", "metric": "avg", "paper": "…",
+             "shape": "decreasing", "subjects": [TNCSE, UNTRAINED, {"label": "Tower I", "model": "pretrain-I"}]}
+    (falls,) = evaluate(claims_file(trend), tiny_params_dict, files, record=quiet_record(tiny_params_dict))
+    assert [pair.verdict for pair in falls.comparisons] == [HOLDS, INCONCLUSIVE, HOLDS]  # the step is not contradicted
+    assert falls.verdict == INCONCLUSIVE
+    assert "untrained twin → Tower I goes against the shape beyond chance" in falls.note
+
+
 def _flat_sweep(planted: dict[str, float], seed: int) -> dict:
     rng = np.random.default_rng(seed)
     shared = rng.normal(0.0, 1.0, RESAMPLES)

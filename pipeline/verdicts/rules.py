@@ -4,7 +4,7 @@ themselves, to a verdict. All at `level`, 0.95 by default:
 - `order_verdict`: one model beats another (HOLDS / CONTRADICTED / INCONCLUSIVE);
 - `value_verdict`: our number against the paper's single run, a prediction interval against ±ε;
 - `trend_verdict`: a family of order comparisons, contradictions Bonferroni-corrected; a monotone
-  sweep holds on its endpoints with no step contradicted;
+  sweep holds on its endpoints with no step against the shape beyond chance (`against_the_shape`);
 - `correlation_verdict`: Spearman ρ with a permutation p-value, 2.5 % each side;
 - `spread_verdict`: which of two models varies less over the same seeds (a paired permutation test), 2.5 % each side;
 - `at_the_edge` / `p_at_the_edge`: a decided verdict another machine's last bits could flip.
@@ -36,7 +36,13 @@ EDGE_FRACTION = 0.1
 RELATIVE_TOLERANCE = 0.01
 NEAR_ZERO = 1e-3
 TREND_SHAPES = ("first-best", "decreasing", "increasing", "flat")
-MONOTONE = ("decreasing", "increasing")  # judged by their endpoints, the steps only for contradiction
+MONOTONE = ("decreasing", "increasing")  # held on their endpoints, every step also not against the shape
+# A monotone sweep's step is "against the shape beyond chance" when a one-sided test of it going the wrong way
+# rejects at this level. Not corrected for the number of steps: a step flagged wrongly costs a hold (the
+# conservative error), so more steps make holding harder, never easier. 0.25 by simulation (tests/test_noise.py):
+# 7 points 0.5 apart, 5 seeds, sd 0.5 hold ~93 % (≥ 80 % asked); the same sweep with any two steps reversed holds
+# ≤ 3.5 % (the endpoints-only rule: 67 %). One step reversed alone is caught ~84 % of the time: docs/method.md.
+STEP_ALPHA = 0.25
 CORRELATION_ALPHA = 0.025  # each side, as every other rule spends
 
 
@@ -116,25 +122,46 @@ def value_verdict(ours: np.ndarray, paper: float, epsilon: float, tau2: float, n
 # --- a family of comparisons: trends ----------------------------------------------------------------
 
 
+def against_the_shape(difference: np.ndarray, seed_var: np.ndarray, df: np.ndarray, tau2: np.ndarray,
+                      alpha: float = STEP_ALPHA) -> np.ndarray:
+    """Whether each difference (oriented so the shape says > 0) goes the wrong way beyond chance: below its
+    one-sided (1 − alpha) bound, `half_width` at two-sided level 1 − 2·alpha (degenerate ones never)."""
+    bound = half_width(seed_var, df, tau2, 1 - 2 * alpha)
+    return (np.sqrt(np.asarray(seed_var) + np.asarray(tau2)) > RESOLUTION) & (np.asarray(difference) + bound < 0)
+
+
 def family_verdicts(difference: np.ndarray, seed_var: np.ndarray, df: np.ndarray, tau2: np.ndarray,
-                    level: float = LEVEL, required: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    level: float = LEVEL, required: Sequence[bool] | None = None,
+                    steps: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """`trend_verdict` over many families: arrays (families, pairs) → (family verdicts, pair verdicts).
-    `required`: which pairs must hold for the family to hold (default every one)."""
+    `required`: which pairs must hold for the family to hold (default every one); `steps`: which pairs must
+    not go against the shape beyond chance (`against_the_shape`) for it to hold (default none)."""
     difference, seed_var, df, tau2 = (np.atleast_2d(np.asarray(x, dtype=float)) for x in (difference, seed_var, df, tau2))
     pairs = difference.shape[1]
     required = np.ones(pairs, dtype=bool) if required is None else np.asarray(required, dtype=bool)
-    if required.shape != (pairs,) or not required.any():
-        raise ValueError(f"required names which of the {pairs} pairs must hold, at least one")
+    steps = np.zeros(pairs, dtype=bool) if steps is None else np.asarray(steps, dtype=bool)
+    if required.shape != (pairs,) or not required.any() or steps.shape != (pairs,):
+        raise ValueError(f"required (at least one) and steps name which of the {pairs} pairs they cover")
     # Contradiction at 1 − α/m two-sided (Bonferroni): any of m pairs falsely below 0 with chance ≤ α/2.
     corrected = half_width(seed_var, df, tau2, 1 - (1 - level) / pairs)
     ordinary = half_width(seed_var, df, tau2, level)
     decided = np.sqrt(seed_var + tau2) > RESOLUTION
     pair = np.select([decided & (difference + corrected < 0), decided & (difference - ordinary > 0)],
                      [CONTRADICTED, HOLDS], INCONCLUSIVE)
-    # Holding needs every required pair to hold (intersection–union: no correction needed) and none contradicted.
-    family = np.select([(pair == CONTRADICTED).any(axis=1), (pair[:, required] == HOLDS).all(axis=1)],
+    # Holding needs every required pair to hold (intersection–union: no correction needed), no step against the
+    # shape beyond chance, and none contradicted.
+    against = (against_the_shape(difference, seed_var, df, tau2) & steps).any(axis=1)
+    family = np.select([(pair == CONTRADICTED).any(axis=1), (pair[:, required] == HOLDS).all(axis=1) & ~against],
                        [CONTRADICTED, HOLDS], INCONCLUSIVE)
     return family, pair
+
+
+def trend_pairs(shape: str, pairs: int) -> tuple[list[bool] | None, list[bool] | None]:
+    """(required, steps) of `family_verdicts` for a family built as `trend_verdict` says: a monotone sweep's
+    last pair (its endpoints) is required, the others are its steps; other shapes require every pair."""
+    if shape not in MONOTONE:
+        return None, None
+    return [index == pairs - 1 for index in range(pairs)], [index < pairs - 1 for index in range(pairs)]
 
 
 def trend_verdict(estimates: list[Estimate], shape: str, level: float = LEVEL, margin: float = 0.0) -> tuple[str, list[str]]:
@@ -147,19 +174,34 @@ def trend_verdict(estimates: list[Estimate], shape: str, level: float = LEVEL, m
     1 − α/(2m), from its seed_se, df and tau) lies wholly below `margin`, HOLDS when its interval at
     `level` lies wholly above it, else INCONCLUSIVE (always for a degenerate pair). The family is
     CONTRADICTED if any pair is. It HOLDS, for first-best and flat, when every pair holds; for a
-    monotone shape when the endpoints hold (and no step is contradicted): requiring every step to hold
-    would almost never decide a sweep of small steps (simulated: 7 points 0.5 apart, 5 seeds, sd 0.5,
-    hold 0 % of the time), while the endpoints alone keep false holds at 2.5 %. Else INCONCLUSIVE.
+    monotone shape when the endpoints hold and no step goes against the shape beyond chance (a one-sided
+    test at STEP_ALPHA per step). Requiring every step to hold would almost never decide a sweep of small
+    steps (simulated: 7 points 0.5 apart, 5 seeds, sd 0.5, hold 0 % of the time); the endpoints alone
+    would hold a sweep that rises for two of its six steps 67 % of the time. Else INCONCLUSIVE.
     Returns (family, per-pair verdicts)."""
     if shape not in TREND_SHAPES:
         raise ValueError(f"trend shape must be one of {TREND_SHAPES}, not {shape!r}")
     if not estimates:
         raise ValueError("a trend needs at least one pair of models")
-    difference, seed_var, df, tau2 = (np.array([[value(estimate) for estimate in estimates]]) for value in (
-        lambda e: e.difference, lambda e: e.seed_se ** 2, lambda e: e.df, lambda e: e.tau ** 2))
-    required = [index == len(estimates) - 1 for index in range(len(estimates))] if shape in MONOTONE else None
-    family, pair = family_verdicts(difference - margin, seed_var, df, tau2, level=level, required=required)
+    difference, seed_var, df, tau2 = _family_arrays(estimates)
+    required, steps = trend_pairs(shape, len(estimates))
+    family, pair = family_verdicts(difference - margin, seed_var, df, tau2, level=level, required=required, steps=steps)
     return str(family[0]), [str(verdict) for verdict in pair[0]]
+
+
+def steps_against(estimates: list[Estimate], shape: str, margin: float = 0.0) -> list[int]:
+    """The indices of a monotone family's steps that go against its shape beyond chance (none for other shapes)."""
+    _, steps = trend_pairs(shape, len(estimates))
+    if steps is None:
+        return []
+    difference, seed_var, df, tau2 = _family_arrays(estimates)
+    against = against_the_shape(difference - margin, seed_var, df, tau2)[0] & np.asarray(steps)
+    return [int(index) for index in np.flatnonzero(against)]
+
+
+def _family_arrays(estimates: list[Estimate]) -> tuple[np.ndarray, ...]:
+    return tuple(np.array([[value(estimate) for estimate in estimates]]) for value in (
+        lambda e: e.difference, lambda e: e.seed_se ** 2, lambda e: e.df, lambda e: e.tau ** 2))
 
 
 # --- correlations -------------------------------------------------------------------------------------

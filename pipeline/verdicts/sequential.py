@@ -19,8 +19,9 @@ Why the error holds with n-based fractions: a difference's pair noise is one dra
 level is exact. Paired looks use t critical values calibrated on the joint law of the looks' t statistics
 (`paired_t_boundaries`: pivotal, so one seeded simulation serves every claim): at τ = 0 the rule spends
 the planned 5 % (measured 4.9–5.0 %), with τ > 0 less. Unpaired looks convert each z-boundary to a t
-quantile at the look's nominal level (approximate: measured ≤ 5.1 %). Trend claims: a monotone sweep is judged on its endpoints (`rules.trend_verdict`), an
-order comparison of the first point against the last: pass those two arms to `judge_look`.
+quantile at the look's nominal level (approximate: measured ≤ 5.1 %). Trend claims: a monotone sweep's endpoints are an
+order comparison of the first point against the last: pass those two arms to `judge_look`; its steps only veto a
+hold (`rules.trend_verdict`: none against the shape beyond chance), which can lower its error, never raise it.
 A leaf but for the estimates, rules, decidable and verdict names: numpy, scipy and the standard library.
 """
 

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pipeline.verdicts.claim import Judging, SubjectSpec, Verdict
 from pipeline.verdicts.order import ComparisonClaim
-from pipeline.verdicts.rules import trend_verdict
+from pipeline.verdicts.rules import STEP_ALPHA, steps_against, trend_verdict
 from pipeline.verdicts.verdict_names import CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE
 
 
@@ -78,15 +78,19 @@ class TrendClaim(ComparisonClaim):
         kept = [subject for subject in self.sweep if not rows[subject.label].not_applicable]
         skipped = [subject.label for subject in self.sweep if rows[subject.label].not_applicable]
         margin = self.judged_margin()
-        comparisons = [self.compare(judging, rows, better, worse, margin) for better, worse in self.family(kept)]
+        family = self.family(kept)
+        comparisons = [self.compare(judging, rows, better, worse, margin) for better, worse in family]
+        notes = [f"{label}: not applicable here" for label in skipped]
         if comparisons and all(pair.estimate is not None for pair in comparisons):
             # the family's rule: "contradicted" Bonferroni-corrected over its pairs (pipeline.verdicts.rules)
-            verdict, per_pair = trend_verdict([pair.estimate for pair in comparisons], self.shape, margin=margin)
+            estimates = [pair.estimate for pair in comparisons]
+            verdict, per_pair = trend_verdict(estimates, self.shape, margin=margin)
             for pair, pair_verdict in zip(comparisons, per_pair):
                 pair.verdict = pair_verdict
+            notes += [f"{family[index][0].label} → {family[index][1].label} goes against the shape beyond chance "
+                      f"(one-sided, {STEP_ALPHA:.0%} per step): the sweep cannot hold" for index in steps_against(estimates, self.shape, margin)]
         else:
             verdict = _family_verdict({pair.verdict for pair in comparisons}) if comparisons else NOT_RUN
-        notes = [f"{label}: not applicable here" for label in skipped]
         if not comparisons:
             notes.append("fewer than two points of the sweep can run here")
         commands = list(dict.fromkeys(command for pair in comparisons for command in pair.commands))
