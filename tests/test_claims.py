@@ -260,12 +260,12 @@ def test_the_sick_question_is_not_run_until_its_experiment_exists(tiny_params_di
 
 
 def test_a_value_claim_compares_at_its_scale_only(tiny_params_dict, paper_params):
-    """One run of ours against the paper's one run: the prediction interval counts both runs' seed
-    noise (the paper-scale prior, sd 0.79), wider than ε = 0.5, and holds 0: consistent within seed noise."""
+    """One run of ours against the paper's number: the interval counts our run's seed noise (the paper-scale
+    prior, sd 0.79), wider than ε = 0.5, and holds 0: consistent within seed noise."""
     files = {"reports/metrics/details/joint.json": details(79.30, (78.9, 79.7))}
     (at_paper,) = evaluate(claims_file(value_claim()), paper_params, files)
     assert (at_paper.verdict, at_paper.ours, at_paper.paper, at_paper.seeds) == (CONSISTENT, 79.30, 79.58, 1)
-    half = 1.959964 * 0.79 * np.sqrt(2)
+    half = 1.959964 * 0.79
     assert at_paper.interval == pytest.approx((-0.28 - half, -0.28 + half), abs=1e-3)
     assert at_paper.epsilon == 0.5 and at_paper.epsilon_reason == "stated default"
     assert "prior" in at_paper.noise_source
@@ -274,19 +274,19 @@ def test_a_value_claim_compares_at_its_scale_only(tiny_params_dict, paper_params
 
 
 def test_a_value_claim_on_a_model_with_seed_runs_uses_them(paper_params):
-    """Seed runs are the arm: a prediction interval from their spread (t on n − 1 df, √(1 + 1/n));
-    ε stays the stated tolerance, never their sd."""
+    """Seed runs are the arm: their mean's interval from their spread (t on n − 1 df, s/√n); ε stays the
+    stated tolerance, never their sd."""
     averages = {1: 78.0, 2: 78.6, 3: 79.2}
     runs = [Run(f"exp seed-{seed}", paper_params | {"seed": seed}, {"reports/metrics/details/joint.json": details(avg)})
             for seed, avg in averages.items()]
     files = {"reports/metrics/details/joint.json": details(70.0)}
     (result,) = evaluate(claims_file(value_claim(seeds="seeds-tncse")), paper_params, files, runs)
     std = float(np.std(list(averages.values()), ddof=1))
-    half = 4.302653 * std * np.sqrt(1 + 1 / 3)
+    half = 4.302653 * std / np.sqrt(3)
     assert result.ours == pytest.approx(78.6) and result.epsilon == 0.5 and result.seeds == 3
     assert "3 seed runs" in result.run and "seeds-tncse" in result.run
     assert result.interval == pytest.approx((78.6 - 79.58 - half, 78.6 - 79.58 + half), abs=1e-3)
-    assert result.verdict == CONSISTENT  # Δ = −0.98, the interval ±2.98 holds 0 and is wider than ε
+    assert result.verdict == CONSISTENT  # Δ = −0.98, the interval ±1.49 holds 0 and is wider than ε
 
 
 # --- spec errors --------------------------------------------------------------------------------------

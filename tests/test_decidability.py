@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.verdicts.claim import Comparison, Verdict
 from pipeline.verdicts.claims_file import parse_claims
-from pipeline.verdicts.verdict_names import CONSISTENT, INCONCLUSIVE
+from pipeline.verdicts.decidable import seeds_to_reproduce
+from pipeline.verdicts.verdict_names import CONSISTENT, INCONCLUSIVE, OTHER_BACKBONE, OTHER_SCALE, REPRODUCED
 from pipeline.writeup.decidability import (
     claim_details, claim_record, forest_rows, gpu_hours_per_seed, paper_gap, would_take,
 )
@@ -16,7 +17,7 @@ from pipeline.reporting.figures import claims_forest_figure
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, SeedNoise, compare_arms
 
 from conftest import REPO_ROOT, committed_text
-from test_claims import TABLES, claims_file, order_claim, value_claim
+from test_claims import TABLES, claims_file, evaluate, order_claim, value_claim
 
 
 def one(raw: dict, params: dict):
@@ -71,13 +72,30 @@ def test_what_would_decide_it_agrees_with_the_row(tiny_params_dict):
     assert f"decides |Δ − margin| ≥ {wide.half_width + 0.02:.2f}" in text and "beyond the band 0.02" in text
 
 
-def test_an_undecided_value_claim_says_whether_seeds_can_decide_it(tiny_params_dict):
+def test_every_value_claim_says_how_many_seeds_reproduced_takes(tiny_params_dict):
+    """Judged on our seeds' mean: 29 seeds at paper scale (a single run cannot), fewer at a quieter scale; read
+    as a prediction of one more run, no number of seeds at paper scale."""
     claim = one(value_claim(), tiny_params_dict)
     result = Verdict(claim, CONSISTENT, ours=79.3, paper=79.58, epsilon=0.5, interval=(-2.5, 2.0), seeds=1,
-                     seed_sd=PAPER_SCALE_PRIOR.sd)
+                     seed_sd=0.1)
+    text = would_take(result, {}, "bert")
+    assert "needs 3 seeds at this scale's noise (seed sd 0.10)" in text
+    assert "29 seeds at paper scale (prior sd 0.79; one run cannot: its ±1.55 alone is wider than ε)" in text
+    assert seeds_to_reproduce(0.5, 0.1) == 3
+    result.verdict = OTHER_SCALE  # every value row says it, not only an undecided one
+    assert would_take(result, {}, "bert") == text
+    result.verdict = REPRODUCED
+    assert would_take(result, {}, "bert") is None
+    result.verdict, result.against, result.seed_sd = CONSISTENT, "one run", PAPER_SCALE_PRIOR.sd
     assert "no number of seeds" in would_take(result, {}, "bert")  # 1.96 × 0.79 > ε
     result.seed_sd = 0.1
     assert "within ±ε 0.50 needs about 1 seeds of ours" in would_take(result, {}, "bert")
+
+
+def test_a_value_claim_of_another_backbone_still_says_what_reproduced_takes(tiny_params_dict):
+    (result,) = evaluate(claims_file(value_claim(table="tncse-sts-roberta")), tiny_params_dict, {})
+    assert result.verdict == OTHER_BACKBONE and result.epsilon == 0.5 and result.paper is not None
+    assert "29 seeds at paper scale" in would_take(result, {}, "roberta")
 
 
 def test_claims_json_holds_every_number_behind_a_verdict(tiny_params_dict):

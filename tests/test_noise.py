@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.verdicts.decidable import benjamini_hochberg, decidable_gap, expected_by_chance, seeds_needed
+from pipeline.verdicts.decidable import benjamini_hochberg, decidable_gap, expected_by_chance, seeds_needed, seeds_to_reproduce
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, SeedNoise, compare_arms, compare_many
 from pipeline.verdicts.rules import (
     at_the_edge, correlation_verdict, family_verdicts, trend_pairs, order_verdict, order_verdicts, trend_verdict, value_verdict, value_verdicts,
@@ -174,7 +174,7 @@ def test_degenerate_arms_are_never_decided(seeds):
     assert order_verdict(compare_arms(np.array([80.0]), np.array([70.0]), 0.0, noise=zero)) == INCONCLUSIVE
 
 
-# --- value: the paper's number as one more run of ours -----------------------------------------------
+# --- value: our seeds' mean against the paper's number; or the paper's number as one more run of ours --------
 
 
 @pytest.mark.parametrize("epsilon", (0.0, 0.5))
@@ -185,7 +185,7 @@ def test_a_paper_run_from_our_own_distribution_is_rarely_called_different(sigma,
     rng = np.random.default_rng(10)
     ours = 70.0 + sigma * rng.standard_normal((CLAIMS, seeds)) + tau * rng.standard_normal((CLAIMS, 1))
     paper = 70.0 + sigma * rng.standard_normal(CLAIMS)
-    verdicts, low, high = value_verdicts(ours, paper, epsilon, tau ** 2, SeedNoise(sigma, None, "truth"))
+    verdicts, low, high = value_verdicts(ours, paper, epsilon, tau ** 2, SeedNoise(sigma, None, "truth"), against="one run")
     assert (verdicts == NOT_REPRODUCED).mean() <= TWO_AND_A_HALF
     assert (verdicts == HIGHER).mean() <= TWO_AND_A_HALF
     assert ((low <= 0) & (high >= 0)).mean() >= 1 - FIVE  # the prediction interval covers the paper run
@@ -198,9 +198,43 @@ def test_value_verdict_bands():
     assert value_verdict(np.array([68.0]), 70.0, 0.5, 0.0, prior)[0] == NOT_REPRODUCED
     assert value_verdict(np.array([70.1]), 70.0, 0.1, 0.0, prior)[0] == CONSISTENT
     assert value_verdict(np.array([70.45]), 70.0, 0.5, 0.0, prior)[0] == INCONCLUSIVE
-    verdict, (low, high) = value_verdict(np.array([70.0, 70.6, 70.3]), 70.0, 0.5, 0.0, None)
+    verdict, (low, high) = value_verdict(np.array([70.0, 70.6, 70.3]), 70.0, 0.5, 0.0, None, against="one run")
     half = stats.t.ppf(0.975, 2) * math.sqrt(0.09 * (1 + 1 / 3))
     assert (low, high) == pytest.approx((0.3 - half, 0.3 + half)) and verdict == CONSISTENT
+    verdict, (low, high) = value_verdict(np.array([70.0, 70.6, 70.3]), 70.0, 0.5, 0.0, None)  # the mean's: s²/n
+    half = stats.t.ppf(0.975, 2) * math.sqrt(0.09 / 3)
+    assert (low, high) == pytest.approx((0.3 - half, 0.3 + half)) and verdict == CONSISTENT
+    with pytest.raises(ValueError, match="judged against"):
+        value_verdict(np.array([70.0, 70.6]), 70.0, 0.5, 0.0, None, against="median")
+
+
+@pytest.mark.parametrize("sigma", (0.2, 0.79))
+@pytest.mark.parametrize("seeds", (1, 3, 8, 30))
+def test_a_value_on_the_seeds_mean_keeps_its_error_and_reaches_reproduced_at_the_seeds_its_row_names(sigma, seeds):
+    """Our seeds' mean against the paper's number as the target: a mean ε + 0.05 away reads "reproduced" ≤ 2.5 %;
+    a mean on the paper's number reads "not reproduced" or "higher" ≤ 2.5 % each; at `seeds_to_reproduce`'s n it
+    reads "reproduced" ≥ 80 % (and the prediction of one more run never can where z·σ > ε)."""
+    rng = np.random.default_rng(31)
+    epsilon, noise = 0.5, SeedNoise(sigma, None, "truth")
+    for offset in (epsilon + 0.05, -epsilon - 0.05):
+        ours = 70.0 + offset + sigma * rng.standard_normal((CLAIMS, seeds))
+        assert (value_verdicts(ours, np.full(CLAIMS, 70.0), epsilon, 0.0, noise)[0] == REPRODUCED).mean() <= TWO_AND_A_HALF
+    ours = 70.0 + sigma * rng.standard_normal((CLAIMS, seeds))
+    verdicts, low, high = value_verdicts(ours, np.full(CLAIMS, 70.0), epsilon, 0.0, noise)
+    assert (verdicts == NOT_REPRODUCED).mean() <= TWO_AND_A_HALF and (verdicts == HIGHER).mean() <= TWO_AND_A_HALF
+    assert ((low <= 0) & (high >= 0)).mean() >= 1 - FIVE
+    needed = seeds_to_reproduce(epsilon, sigma)
+    at_needed = 70.0 + sigma * rng.standard_normal((CLAIMS, needed))
+    assert (value_verdicts(at_needed, np.full(CLAIMS, 70.0), epsilon, 0.0, None)[0] == REPRODUCED).mean() >= 0.80
+    if 1.96 * sigma > epsilon:  # the prediction of one more run never narrows below z·σ
+        one_run = value_verdicts(at_needed, np.full(CLAIMS, 70.0), epsilon, 0.0, None, against="one run")[0]
+        assert (one_run == REPRODUCED).mean() == 0
+
+
+def test_seeds_to_reproduce_at_paper_scale():
+    assert seeds_to_reproduce(0.5, PAPER_SCALE_PRIOR.sd) == 29  # docs/method.md states it
+    assert seeds_to_reproduce(0.5, 0.0) is None and seeds_to_reproduce(0.0, 0.5) is None
+    assert seeds_to_reproduce(0.001, 0.79) is None  # beyond 10,000 seeds
 
 
 # --- trends: a flat sweep is contradicted at most 5 % of the time, family-wise -------------------------

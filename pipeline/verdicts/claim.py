@@ -69,6 +69,7 @@ class Verdict:
     seeds: int | None = None  # a value claim's seeds of ours
     noise_source: str | None = None  # a value claim's seed noise: measured on its seeds, or borrowed
     seed_sd: float | None = None  # a value claim's seed sd per run (measured or borrowed)
+    against: str | None = None  # a value claim's interval: of our seeds' "mean", or a prediction of "one run"
     p_value: float | None = None  # a correlation's one-sided permutation p
     would_take: str | None = None  # for an undecided claim: what would decide it
     at_edge: bool = False  # its interval ends within EDGE_FRACTION of a half-width of a boundary: another CPU may flip it
@@ -87,6 +88,7 @@ class Judging:
     source: RunSource
     axes: list[str]
     record: SeedRecord | None = None  # the committed seed record (reports/seed_noise.json)
+    value_against: str = "mean"  # what a value claim's interval is of (`rules.value_verdict`): the claims file's
 
     @property
     def params(self) -> dict[str, Any]:

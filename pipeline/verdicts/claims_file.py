@@ -22,7 +22,7 @@ runs do not exist is "not run" with the command that runs them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -37,6 +37,7 @@ from pipeline.verdicts.one_value import ExactClaim, RangeClaim
 from pipeline.verdicts.order import OrderClaim
 from pipeline.verdicts.spread import SpreadClaim
 from pipeline.verdicts.trend import TrendClaim
+from pipeline.verdicts.rules import VALUE_TARGETS
 from pipeline.verdicts.unmeasured import UnmeasuredClaim
 from pipeline.verdicts.value import ValueClaim
 from pipeline.verdicts.verdict_names import VERDICTS, verdict_key
@@ -53,6 +54,8 @@ Claim = Annotated[
 class ClaimsFile(Spec):
     default_epsilon: float = Field(gt=0)
     default_epsilon_reason: str = Field(min_length=1)
+    value_against: Literal[VALUE_TARGETS] = Field(  # type: ignore[valid-type]
+        "mean", description="a value claim's interval: our seeds' mean against the paper's number, or a prediction of one more run")
     claims: list[Claim] = Field(min_length=1)
 
     @field_validator("claims")
@@ -97,7 +100,7 @@ def evaluate_claims(claims: ClaimsFile, tables: TablesFile, source: RunSource, r
     claim_axes = [split_override(override)[0] for claim in claims.claims for subject in claim.subjects()
                   for override in subject.overrides()]
     axes = list(dict.fromkeys(experiment_axes(tables) + claim_axes))
-    judging = Judging(claims.default_epsilon, claims.default_epsilon_reason, tables, source, axes, record)
+    judging = Judging(claims.default_epsilon, claims.default_epsilon_reason, tables, source, axes, record, claims.value_against)
     return [claim.judge(judging) for claim in claims.claims]
 
 

@@ -44,6 +44,27 @@ def seeds_needed(gap: float, seed_sd: float, tau2: float, paired: bool = False, 
     return int(n[enough[0]]) if enough.size else None
 
 
+def seeds_to_reproduce(epsilon: float, seed_sd: float, level: float = LEVEL, power: float = 0.80,
+                       max_seeds: int = 10000) -> int | None:
+    """Seeds n of ours for a value claim (its seeds' mean against the paper's number, `rules.value_verdict`) to
+    read "reproduced" with `power` when our model's mean is exactly the paper's: the smallest n ≥ 2 with
+    (t_{1−α/2} + t_{(1+power)/2})·σ/√n ≤ ε, t on n − 1 df (|Δ̂| must stay inside ε less the half-width, both
+    sides). None when n > max_seeds or σ or ε is 0 (nothing varies: no interval decides)."""
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), not {power}")
+    if not (epsilon > 0 and seed_sd > 0):
+        return None
+    alpha = 1 - level
+    z = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf((1 + power) / 2)
+    start = max(2, math.floor((z * seed_sd / epsilon) ** 2))  # the normal answer; t only pushes n up
+    if start > max_seeds:
+        return None
+    n = np.arange(start, max_seeds + 1)
+    needed = (stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf((1 + power) / 2, n - 1)) * seed_sd / np.sqrt(n)
+    enough = np.flatnonzero(needed <= epsilon)
+    return int(n[enough[0]]) if enough.size else None
+
+
 # --- report-wide multiplicity ------------------------------------------------------------------------
 
 

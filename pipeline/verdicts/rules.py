@@ -2,7 +2,7 @@
 themselves, to a verdict. All at `level`, 0.95 by default:
 
 - `order_verdict`: one model beats another (HOLDS / CONTRADICTED / INCONCLUSIVE);
-- `value_verdict`: our number against the paper's single run, a prediction interval against ±ε;
+- `value_verdict`: our seeds' mean against the paper's number within ±ε (or a prediction of one more run);
 - `trend_verdict`: a family of order comparisons, contradictions Bonferroni-corrected; a monotone
   sweep holds on its endpoints with no step against the shape beyond chance (`against_the_shape`);
 - `correlation_verdict`: Spearman ρ with a permutation p-value, 2.5 % each side;
@@ -71,22 +71,29 @@ def order_verdict(estimate: Estimate, margin: float = 0.0) -> str:
 # --- our number against the paper's single run ----------------------------------------------------
 
 
+VALUE_TARGETS = ("mean", "one run")  # what a value claim's interval is of: docs/method.md, "Claims and verdicts"
+
+
 def value_verdicts(ours: np.ndarray, paper: np.ndarray, epsilon: float, tau2: float | np.ndarray,
-                   noise: SeedNoise | None, level: float = LEVEL) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   noise: SeedNoise | None, level: float = LEVEL, against: str = "mean") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`value_verdict` over many claims: `ours` (claims, n), `paper` (claims,) → (verdicts, low, high)."""
     ours = as_claims(ours, "ours")
     paper = np.broadcast_to(np.asarray(paper, dtype=float), (ours.shape[0],))
     tau2 = np.broadcast_to(np.asarray(tau2, dtype=float), (ours.shape[0],))
     if not epsilon >= 0:
         raise ValueError(f"ε is a stated tolerance ≥ 0, not {epsilon}")
+    if against not in VALUE_TARGETS:
+        raise ValueError(f"a value claim is judged against one of {VALUE_TARGETS}, not {against!r}")
     n = ours.shape[1]
+    # "mean": our seeds' mean against the paper's number as the target (σ²/n); "one run": a prediction of one more
+    # run, the paper's being one (σ²/n for our mean plus σ² for its run), which no number of seeds narrows below z·σ.
+    paper_run = 1.0 if against == "one run" else 0.0
     if n >= 2:
-        # Prediction of one more run: our mean's error (s²/n) plus the paper run's own (s²).
-        part, df = ours.var(axis=1, ddof=1) * (1 + 1 / n), n - 1
+        part, df = ours.var(axis=1, ddof=1) * (paper_run + 1 / n), n - 1
     elif noise is None:
         raise ValueError("a single seed of ours has no spread: pass noise=SeedNoise(...) (measured, or PAPER_SCALE_PRIOR), or run ≥ 2 seeds")
     else:
-        part, df = np.full(ours.shape[0], 2 * noise.sd ** 2), noise.df  # our run and the paper's: two runs' noise
+        part, df = np.full(ours.shape[0], (1 + paper_run) * noise.sd ** 2), noise.df
     se = np.sqrt(part + tau2)
     half = half_width(part, df, tau2, level)
     delta = ours.mean(axis=1) - paper
@@ -100,14 +107,15 @@ def value_verdicts(ours: np.ndarray, paper: np.ndarray, epsilon: float, tau2: fl
 
 
 def value_verdict(ours: np.ndarray, paper: float, epsilon: float, tau2: float, noise: SeedNoise | None,
-                  level: float = LEVEL) -> tuple[str, tuple[float, float]]:
-    """Our seeds' mean against the paper's number, which is ONE run: a prediction interval of
-    ours − paper, [Δ − h, Δ + h] with Δ = mean(ours) − paper.
+                  level: float = LEVEL, against: str = "mean") -> tuple[str, tuple[float, float]]:
+    """Our seeds' mean against the paper's number: an interval of ours − paper, [Δ − h, Δ + h] with
+    Δ = mean(ours) − paper.
 
-    n ≥ 2 seeds: h = √(t_{n−1}²·s²(1 + 1/n) + z²·τ²) (t_{n−1}·√(s²(1 + 1/n) + τ²) when τ² = 0; with
-    τ² > 0 neither plain t_{n−1} on the whole, too wide, nor Welch–Satterthwaite, too narrow at 3
-    seeds in simulation — see `half_width`); `noise` is ignored. n = 1: `noise` required,
-    h = √(q²·2σ² + z²·τ²), q the t quantile on noise.df (normal when None).
+    `against` "mean" (the default): the paper's number is the target, and the interval is our mean's,
+    h = t_{n−1}·s/√n for n ≥ 2 seeds (with τ² > 0, √(t²·s²/n + z²·τ²): see `half_width`); n = 1: `noise`
+    required, h = q·σ, q the t quantile on noise.df (normal when None). More seeds narrow it without bound.
+    `against` "one run": the paper's number is one run of the same noise, so the interval predicts one
+    more run, s²(1 + 1/n) (one seed: 2σ²); it never narrows below z·σ.
     Wholly inside [−ε, ε] → REPRODUCED; wholly above +ε → HIGHER; wholly below −ε → NOT_REPRODUCED;
     containing 0 but not inside ±ε → CONSISTENT; else (straddling ±ε, excluding 0) INCONCLUSIVE.
     ε is a stated tolerance, never the sample sd. A degenerate interval (standard error ≤ RESOLUTION:
@@ -115,7 +123,7 @@ def value_verdict(ours: np.ndarray, paper: float, epsilon: float, tau2: float, n
     ours = np.asarray(ours, dtype=float)
     if ours.ndim != 1:
         raise ValueError("value_verdict takes one 1-D array of our scores (one per seed)")
-    verdicts, low, high = value_verdicts(ours[None], np.array([paper]), epsilon, tau2, noise, level)
+    verdicts, low, high = value_verdicts(ours[None], np.array([paper]), epsilon, tau2, noise, level, against)
     return str(verdicts[0]), (float(low[0]), float(high[0]))
 
 

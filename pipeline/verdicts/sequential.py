@@ -276,28 +276,28 @@ def judge_look(sequential: SequentialPlan, look_index: int, a: np.ndarray, b: np
 
 
 def value_look_decisions(sequential: SequentialPlan, look: int, ours: np.ndarray, paper: np.ndarray, epsilon: float,
-                         tau2: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Value claims at one look, `ours` (claims, n_k) against the paper's one run each: `rules.value_verdicts`
-    at the look's nominal level (a prediction interval, t on n − 1 df; τ² 0 by default: the paper
-    scored the same test pairs). A decided verdict (reproduced, higher, not reproduced) stops; else
+                         tau2: float = 0.0, against: str = "mean") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Value claims at one look, `ours` (claims, n_k) against the paper's number each: `rules.value_verdicts`
+    at the look's nominal level (our mean's interval, or with `against` "one run" a prediction of one more
+    run; t on n − 1 df; τ² 0 by default: the paper scored the same test pairs). A decided verdict (reproduced, higher, not reproduced) stops; else
     CONTINUE, and at the last look the fixed rule's verdict (consistent or inconclusive) stands. No
     futility: "consistent" is an end of its own. Returns (decisions, low, high)."""
     level = float(sequential.nominal_levels[look])
-    verdicts, low, high = value_verdicts(ours, paper, epsilon, tau2, None, level)
+    verdicts, low, high = value_verdicts(ours, paper, epsilon, tau2, None, level, against)
     if look < len(sequential.looks) - 1:
         verdicts = np.where(np.isin(verdicts, DECIDED), verdicts, CONTINUE)
     return verdicts, low, high
 
 
 def judge_value_look(sequential: SequentialPlan, look_index: int, ours: np.ndarray, paper: float,
-                     epsilon: float, tau2: float = 0.0) -> dict:
+                     epsilon: float, tau2: float = 0.0, against: str = "mean") -> dict:
     """One value claim at one look (`value_look_decisions`): our seeds, as many as the look plans,
     against the paper's number with the band ±ε. Returns the record, as `judge_look`'s."""
     seeds = sequential.looks[look_index]
     ours = np.asarray(ours, dtype=float)
     if ours.shape != (seeds,):
         raise ValueError(f"look {look_index} plans {seeds} seeds, got {ours.shape}")
-    decisions, low, high = value_look_decisions(sequential, look_index, ours[None], np.array([paper]), epsilon, tau2)
+    decisions, low, high = value_look_decisions(sequential, look_index, ours[None], np.array([paper]), epsilon, tau2, against)
     return {
         "look": look_index, "seeds": seeds, "difference": float(ours.mean() - paper),
         "interval": (float(low[0]), float(high[0])), "boundary_z": sequential.boundaries_z[look_index],

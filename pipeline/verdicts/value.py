@@ -1,6 +1,6 @@
-"""The value claim: a cell of tables.yaml, our number against the paper's within ε. The paper's number is
-one run, so ours − paper is judged by a prediction interval (`rules.value_verdict`); a one-run arm
-borrows its seed noise (pipeline.verdicts.arms).
+"""The value claim: a cell of tables.yaml, our number against the paper's within ε: our seeds' mean against
+the paper's number by default (σ/√n), or a prediction of one more run where the claims file says so
+(`rules.value_verdict`); a one-run arm borrows its seed noise (pipeline.verdicts.arms).
 """
 
 from __future__ import annotations
@@ -61,32 +61,50 @@ class ValueClaim(ClaimSpec):
                 return f"seeds: table {self.seeds} has no column {_column_path(spec, self.column)!r}"
         return None
 
+    def judge(self, judging: Judging) -> Verdict:
+        """The kind's verdict, with the paper's number and ε on every row (another backbone's too: its row still
+        says how many seeds "reproduced" would take)."""
+        result = super().judge(judging)
+        if result.epsilon is None:
+            result.paper = judging.tables.tables[self.table].rows[self._row_index(judging.tables)].paper[self.column]
+            result.epsilon, result.epsilon_reason = self._band(judging)
+        result.against = judging.value_against
+        return result
+
+    def _row_index(self, tables: TablesFile) -> int:
+        return next(index for index, row in enumerate(tables.tables[self.table].rows) if row.label == self.row)
+
+    def _band(self, judging: Judging) -> tuple[float, str]:
+        if self.epsilon is not None:
+            return self.epsilon, self.epsilon_reason
+        return judging.default_epsilon, judging.default_epsilon_reason
+
     def judge_here(self, judging: Judging) -> Verdict:
         spec = judging.tables.tables[self.table]
-        row_spec = next(row for row in spec.rows if row.label == self.row)
+        row_spec = spec.rows[self._row_index(judging.tables)]
         row = find_row(row_spec, spec, judging.axes, judging.source)
-        result = Verdict(self, NOT_RUN, paper=row_spec.paper[self.column], epsilon=judging.default_epsilon,
-                         epsilon_reason=judging.default_epsilon_reason)
-        if self.epsilon is not None:
-            result.epsilon, result.epsilon_reason = self.epsilon, self.epsilon_reason
+        epsilon, reason = self._band(judging)
+        result = Verdict(self, NOT_RUN, paper=row_spec.paper[self.column], epsilon=epsilon, epsilon_reason=reason)
+        column = _column_path(spec, self.column)
         arm = None
         if row.present and row.ours.get(self.column) is not None:
-            arm = arm_of(row, row_spec.model, _column_path(spec, self.column), judging.record, header=self.column)
+            arm = arm_of(row, row_spec.model, column, judging.record, header=self.column)
             result.ours, result.run = row.ours[self.column], row.run
         if self.seeds and arm is not None:
-            arm = _seed_table_arm(judging, self.seeds, _column_path(spec, self.column), arm)
+            arm = _seed_table_arm(judging, self.seeds, column, arm)
+        if arm is not None:  # this scale's seed noise, also where the paper's number is at another scale
+            noise = None if len(arm.values) >= 2 else borrowed_noise(judging.record, judging.params, [row_spec.model], column, False)[0]
+            result.noise_source = arm.source if noise is None else noise.source
+            result.seed_sd = float(np.std(arm.values, ddof=1)) if noise is None else noise.sd
         if judging.scale != self.scale:
             result.verdict, result.note = OTHER_SCALE, f"the paper's number is at {self.scale} scale, this run at {judging.scale}"
         elif arm is None:
             result.note, result.commands = absence(row)
         else:
-            noise = None if len(arm.values) >= 2 else borrowed_noise(judging.record, judging.params, [row_spec.model],
-                                                                     _column_path(spec, self.column), False)[0]
             result.ours, result.seeds, result.run = float(arm.values.mean()), len(arm.values), arm.source
-            result.noise_source = arm.source if noise is None else noise.source
-            result.seed_sd = float(np.std(arm.values, ddof=1)) if noise is None else noise.sd
             # the paper scored the same test pairs: their noise cancels in ours − paper, only the seeds' counts
-            result.verdict, result.interval = value_verdict(arm.values, result.paper, result.epsilon, 0.0, noise)
+            result.verdict, result.interval = value_verdict(arm.values, result.paper, result.epsilon, 0.0, noise,
+                                                            against=judging.value_against)
         return result
 
     def at_edge(self, result: Verdict) -> bool:
@@ -108,9 +126,14 @@ class ValueClaim(ClaimSpec):
     def verdict_text(self, result: Verdict) -> str:
         shown = super().verdict_text(result)
         if result.ours is not None and result.paper is not None and result.verdict in (REPRODUCED, HIGHER, NOT_REPRODUCED, *UNDECIDED):
-            delta = f"Δ {signed_text(result.ours - result.paper)}{interval_text(result.interval)}, a prediction interval"
+            delta = f"Δ {signed_text(result.ours - result.paper)}{interval_text(result.interval)}, {interval_kind(result)}"
             shown = shown.replace(f"**{result.verdict}**", f"**{result.verdict}** ({delta})", 1)
         return shown
+
+
+def interval_kind(result: Verdict) -> str:
+    """What a value claim's interval is, in words."""
+    return "a prediction interval of one more run" if result.against == "one run" else "our seeds' mean against the paper's number"
 
 
 def _seed_table_arm(judging: Judging, seeds_table: str, column: str, fallback: Arm) -> Arm:

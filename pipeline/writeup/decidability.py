@@ -4,8 +4,10 @@ For an order or trend claim the noise leaves open: the smallest |Δ| this run co
 half-width), the seeds per arm that give 80 % power for the paper's own gap at this scale's noise,
 and the same at paper scale with its GPU hours (the papers' prior seed sd; reports/bench-gpu.json's
 cost of one seed of the whole pipeline). Where the pair noise alone exceeds what the gap allows, more
-test pairs are needed, not seeds. For a value claim: the paper's number is one run, so its own seed
-noise bounds how close ours can be shown to be; when z·σ ≥ ε no number of seeds decides it.
+test pairs are needed, not seeds. For every value claim: the seeds "reproduced" takes when ours is
+exactly the paper's, at this scale's noise and at paper scale's (judged on our seeds' mean; read as a
+prediction of one more run, the paper's own seed noise bounds it, and when z·σ ≥ ε no number of seeds
+decides it).
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from scipy import stats
 from pipeline.paths import REPORTS
 from pipeline.writeup.render import paper_of
 from pipeline.verdicts.claim import Comparison, Verdict
-from pipeline.verdicts.decidable import bh_adjusted, decidable_gap, interval_p_value, seeds_needed
+from pipeline.verdicts.decidable import bh_adjusted, decidable_gap, interval_p_value, seeds_needed, seeds_to_reproduce
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, Estimate
 from pipeline.verdicts.order import ComparisonClaim, OrderClaim
-from pipeline.verdicts.value import ValueClaim
-from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, JUDGED, UNDECIDED
+from pipeline.verdicts.value import ValueClaim, interval_kind
+from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, JUDGED, REPRODUCED, UNDECIDED
 
 POWER = 0.80
 
@@ -62,23 +64,42 @@ def _order_would_take(estimate: Estimate, margin: float, gap: float | None, hour
 
 
 def _value_would_take(result: Verdict) -> str:
-    """The paper's number is one run: ours can be shown within ε only if z·σ√(1 + 1/n) < ε for some n."""
-    sd = result.seed_sd
+    """How many seeds of ours "reproduced" takes, at this scale's seed noise and at paper scale's (the prior)."""
+    epsilon = result.epsilon
+    if result.against == "one run":
+        return "; ".join(f"{where} ({detail}): {_one_run_seeds(epsilon, sd)}" for where, detail, sd in _noises(result))
     z = stats.norm.ppf(0.975)
-    if z * sd >= result.epsilon:
+    counts = []
+    for where, detail, sd in _noises(result):
+        needed = seeds_to_reproduce(epsilon, sd, power=POWER)
+        one_run = f"; one run cannot: its ±{z * sd:.2f} alone is wider than ε" if z * sd >= epsilon else ""
+        counts.append(f"{f'{needed} seeds' if needed else 'more than 10,000 seeds'} {where} ({detail}{one_run})")
+    return (f'"reproduced" (our seeds\' mean within ±ε {epsilon:.2f} of the paper\'s number, {POWER:.0%} of the time were '
+            f"ours exactly the paper's) needs " + " and ".join(counts))
+
+
+def _noises(result: Verdict) -> list[tuple[str, str, float]]:
+    """(where, its seed sd in words, the sd per run): this scale's where its noise is known, and paper scale's prior."""
+    here = [("at this scale's noise", f"seed sd {result.seed_sd:.2f}", result.seed_sd)] if result.seed_sd else []
+    return here + [("at paper scale", f"prior sd {PAPER_SCALE_PRIOR.sd}", PAPER_SCALE_PRIOR.sd)]
+
+
+def _one_run_seeds(epsilon: float, sd: float) -> str:
+    """The paper's number as one run: a prediction within ±ε needs z·σ√(1 + 1/n) < ε for some n."""
+    z = stats.norm.ppf(0.975)
+    if z * sd >= epsilon:
         return (f"no number of seeds: the paper's single run alone varies by ±{z * sd:.2f} (seed sd {sd:.2f}), more than "
-                f"ε {result.epsilon:.2f}; a wider ε or the paper's own seed runs would")
-    needed = math.ceil(1 / ((result.epsilon / (z * sd)) ** 2 - 1))
-    return f"a prediction interval within ±ε {result.epsilon:.2f} needs about {needed} seeds of ours (seed sd {sd:.2f})"
+                f"ε {epsilon:.2f}; a wider ε or the paper's own seed runs would")
+    return f"a prediction interval within ±ε {epsilon:.2f} needs about {math.ceil(1 / ((epsilon / (z * sd)) ** 2 - 1))} seeds of ours"
 
 
 def would_take(result: Verdict, gpu_hours: dict[str, float], backbone: str) -> str | None:
     """What would decide an undecided claim (None for a decided one or one not judged)."""
     claim = result.claim
+    if isinstance(claim, ValueClaim) and result.verdict != REPRODUCED and result.epsilon:
+        return _value_would_take(result)  # every value row says what "reproduced" takes, here and at paper scale
     if result.verdict not in UNDECIDED:
         return None
-    if isinstance(claim, ValueClaim) and result.seed_sd:
-        return _value_would_take(result)
     if isinstance(claim, ComparisonClaim):
         estimates = [pair for pair in result.comparisons if pair.estimate is not None]
         if not estimates:
@@ -111,7 +132,7 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
     if isinstance(claim, ValueClaim):
         record |= {"ours": result.ours, "paper": result.paper, "epsilon": result.epsilon, "seeds": result.seeds,
                    "seed_source": result.noise_source, "interval": result.interval,
-                   "interval_kind": "prediction of ours − paper, 95 %" if result.interval else None,
+                   "interval_kind": f"{interval_kind(result)}: ours − paper, 95 %" if result.interval else None,
                    "difference": None if result.ours is None or result.paper is None else result.ours - result.paper}
     if isinstance(claim, ComparisonClaim):
         record |= {"paper": claim.paper, "lower_is_better": claim.lower_is_better, "paper_gap": paper_gap(claim),
@@ -221,7 +242,7 @@ def claim_details(verdicts: list[Verdict], tables, scale: str) -> dict[str, dict
 
 
 def forest_rows(verdicts: list[Verdict]) -> dict[str, list[dict[str, Any]]]:
-    """The forest plot's rows by paper: every value claim with a prediction interval and every
+    """The forest plot's rows by paper: every value claim with an interval and every
     comparison with an interval (judged or undecided), with its band."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for result in verdicts:
