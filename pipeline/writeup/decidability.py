@@ -13,6 +13,7 @@ decides it).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -158,13 +159,41 @@ def settled_text(record: dict) -> str:
     if record["outcome"] in (HOLDS, CONTRADICTED):
         return (f"settled: {record['outcome']} after {last['seeds_per_arm']} seeds per arm ({spent}), Δ {last['difference']:+.2f} "
                 f"[{last['interval'][0]:.2f}, {last['interval'][1]:.2f}] at the sequential boundary ({where})")
-    return (f"not decidable within the budget of {budget['max_seeds_per_arm']} seeds per arm ({budget['hours']:.3g} "
-            f"{budget['unit']}): {record['outcome']} after {last['seeds_per_arm']} seeds per arm, {spent} spent ({where})")
+    planned = record.get("plan", {}).get("looks", [budget.get("max_seeds_per_arm")])[-1]
+    cap = f", the budget {budget['hours']:.3g} {budget['unit']}" if budget.get("hours") is not None else ""
+    return (f"not decided within its plan of {planned} seeds per arm{cap}: {record['outcome']} after "
+            f"{last['seeds_per_arm']} seeds per arm, {spent} spent ({where})")
+
+
+SETTLE_RECORD_KEYS = {"claim": str, "looks": list, "outcome": str, "budget": dict, "hours_spent": (int, float)}
+
+
+def settle_record_problem(path: Path) -> tuple[dict | None, str | None]:
+    """(the settling's record, None), or (None, what is wrong with the file, in words)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, f"not readable JSON ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})"
+    if not isinstance(record, dict):
+        return None, "not a settling's record (a JSON object)"
+    wrong = [key for key, kind in SETTLE_RECORD_KEYS.items() if not isinstance(record.get(key), kind)]
+    if wrong or not record["looks"] or not isinstance(record["looks"][-1], dict):
+        return None, f"not a settling's record (missing or wrong: {', '.join(wrong) or 'looks'})"
+    return record, None
 
 
 def settled_records(folder: Path = SETTLED_CLAIMS) -> dict[str, dict]:
-    """Every settling's record by claim id (none where no claim was settled)."""
-    return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+    """Every settling's record by claim id (none where no claim was settled). A file that is not one is left out,
+    in one line naming it and how to remake it: the report goes on without it."""
+    records = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record, problem = settle_record_problem(path)
+        if problem:
+            logging.getLogger(__name__).warning(f"{path.as_posix()}: {problem}; left out of the report: settle the claim "
+                                                f"again (`python -m stages settle {path.stem}`) or remove the file")
+            continue
+        records[path.stem] = record
+    return records
 
 
 def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float], settled: dict[str, dict] | None = None) -> None:

@@ -25,18 +25,21 @@ STOPS = ("holds", "contradicted", "futile")
 
 @dataclass
 class Budget:
-    """What a settling may spend: `hours` of `unit` (GPU hours at paper scale; this machine's hours at the tiny
-    scale), `per_seed` of them for each new seed, and the seeds already paid for (the committed record's)."""
+    """What a settling may spend: `hours` of `unit` (GPU hours at paper scale; this machine's CPU hours at the
+    tiny scale; None: no cap but the design's), `per_seed` of them for each new seed, and the seeds already paid
+    for (the committed record's)."""
 
-    hours: float
+    hours: float | None
     per_seed: float
     unit: str
     paid_seeds: int
 
     @property
-    def max_seeds(self) -> int:
-        """Seeds per arm the budget reaches: the paid ones and as many new ones as the hours pay for."""
-        new = math.floor(self.hours / self.per_seed + 1e-9) if self.per_seed > 0 else 0
+    def max_seeds(self) -> int | None:
+        """Seeds per arm the budget reaches: the paid ones and as many new ones as the hours pay for (None: no cap)."""
+        if self.hours is None:
+            return None
+        new = math.floor(min(self.hours / self.per_seed, 1e12) + 1e-9) if self.per_seed > 0 else 0
         return self.paid_seeds + new
 
 
@@ -46,6 +49,7 @@ class Settling:
     plan: "sequential.SequentialPlan"
     budget: Budget
     tau2: float
+    design: dict | None = None  # what the plan was sized from (`sizing.Design`, as numbers)
     looks: list[dict] = field(default_factory=list)
     outcome: str = "not started"
 
@@ -58,7 +62,7 @@ class Settling:
             "column": self.target.column, "margin": self.target.margin, "lower_is_better": self.target.lower_is_better,
             "budget": {"hours": self.budget.hours, "unit": self.budget.unit, "per_seed": round(self.budget.per_seed, 6),
                        "paid_seeds": self.budget.paid_seeds, "max_seeds_per_arm": self.budget.max_seeds},
-            "tau": round(math.sqrt(self.tau2), 6),
+            "tau": round(math.sqrt(self.tau2), 6), "design": self.design,
             "plan": {"looks": list(self.plan.looks), "boundaries_z": [round(z, 6) for z in self.plan.boundaries_z]},
             "looks": self.looks, "outcome": self.outcome,
             "seeds_per_arm": last["seeds_per_arm"] if last else 0, "hours_spent": round(spent, 6),
