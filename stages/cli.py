@@ -63,15 +63,21 @@ def prune_embeddings(
 @app.command("settle")
 def settle(
     claim: str = typer.Argument(..., help="the id of an order claim of claims.yaml between two models of the run"),
-    budget_gpu_hours: float = typer.Option(None, "--budget-gpu-hours", min=0,
-                                           help="what the new seeds may cost: GPU hours at paper scale, this machine's hours at the tiny scale"),
-    max_seeds: int = typer.Option(None, "--max-seeds", min=2, help="or: the most seeds per arm"),
-    plan: bool = typer.Option(False, "--plan", help="print the looks, their cost and the chance of deciding; run nothing"),
+    budget: float = typer.Option(None, "--budget", help="a cap on what the new seeds cost, in the scale's unit: GPU hours at "
+                                 "paper scale, this machine's CPU hours at the tiny scale"),
+    budget_gpu_hours: float = typer.Option(None, "--budget-gpu-hours", help="the cap in GPU hours (paper scale only)"),
+    max_seeds: int = typer.Option(None, "--max-seeds", help="a cap on the seeds per arm"),
+    effect: float = typer.Option(None, "--effect", help="the effect to detect beyond the claim's margin (default: the "
+                                 "paper's gap, else the claim's margin and band)"),
+    power: float = typer.Option(0.9, "--power", help="the power the design is sized for at that effect"),
+    plan: bool = typer.Option(False, "--plan", help="print the design, its looks and their cost; run nothing"),
     scale: str = typer.Option(None, "--scale", help="plan at another scale than the workspace's (paper: priced from reports/bench-gpu.json)"),
 ) -> None:
-    """Settle a claim within a budget: seeds added in rounds (DVC experiments) until the sequential rule decides it,
-    the budget left cannot, or it is spent (docs/scaling.md, "Settling a claim"). Not a DVC stage."""
+    """Settle a claim: a design sized by the effect to detect (the budget only caps it), seeds added in rounds (DVC
+    experiments) until the sequential rule decides it or the plan ends (docs/scaling.md, "Settling a claim"). Not a
+    DVC stage."""
     from tools.settle.command import settle_command
 
     with one_line_errors():
-        typer.echo(settle_command(claim, budget_gpu_hours, max_seeds, plan, scale))
+        typer.echo(settle_command(claim, budget, max_seeds, plan, scale, budget_gpu_hours=budget_gpu_hours,
+                                  effect=effect, power=power))

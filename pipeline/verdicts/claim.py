@@ -74,6 +74,7 @@ class Verdict:
     would_take: str | None = None  # for an undecided claim: what would decide it
     at_edge: bool = False  # its interval ends within EDGE_FRACTION of a half-width of a boundary: another CPU may flip it
     settled: dict | None = None  # where a settling decided it: its last look (seeds_per_arm, difference, interval, record)
+    settling_design: dict | None = None  # an order claim's own settling design, its first look the published verdict
     p_adjusted: float | None = None  # its p-value Benjamini–Hochberg-adjusted over the claims judged with one (None: none)
 
 

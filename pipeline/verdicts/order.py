@@ -5,6 +5,7 @@ resamples, a band); `OrderClaim` is one pair: `better` beats `worse`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from typing import Literal
@@ -22,6 +23,7 @@ from pipeline.verdicts.claim import (
     signed_text,
 )
 from pipeline.verdicts.estimates import Estimate, compare_arms, scale_resolution
+from pipeline.verdicts import sizing
 from pipeline.verdicts.rules import at_the_edge, order_verdict, smaller_than_paper
 from pipeline.verdicts.verdict_names import (
     CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE, SMALLER,
@@ -305,13 +307,39 @@ class OrderClaim(ComparisonClaim):
     def judge_here(self, judging: Judging) -> Verdict:
         rows = judging.rows(self.subjects(), self.columns(), self.claim_backbone(judging.tables), self.claim)
         pair = self.compare(judging, rows, self.better, self.worse, self.margin)
+        design = self._at_look_of_record(pair)
         estimate, gap = pair.estimate, self.paper_gap()
         if (pair.verdict == INCONCLUSIVE and estimate is not None and not estimate.degenerate
                 and smaller_than_paper(estimate.interval, gap, self.margin)):
             pair.verdict = SMALLER
             pair.note = (f"its interval lies wholly below the paper's gap {gap:+.2f}: the effect here is smaller "
                          "than the paper's, whatever its sign (more seeds would only narrow where it lies)")
-        return Verdict(self, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands)
+        return Verdict(self, pair.verdict, comparisons=[pair], note=pair.note, commands=pair.commands, settling_design=design)
+
+    def _at_look_of_record(self, pair: Comparison) -> dict | None:
+        """A claim `settle` can continue (paired seeds of the record, an effect the design can detect) is judged at
+        the first look of its own settling design, not at 95 %: the published verdict is that look, so settling
+        it later spends the claim's one error budget, not a second one (docs/method.md). Returns the design."""
+        estimate = pair.estimate
+        effect = sizing.claim_effect(self.paper_gap(), self.margin, self.band or 0.0)
+        if (estimate is None or effect is None or estimate.degenerate or "within-run" not in estimate.seed_source
+                or not self.resampled() or pair.verdict not in (HOLDS, CONTRADICTED, INCONCLUSIVE)):
+            return None
+        found = sizing.of_record(effect[0], estimate.seed_sd, estimate.tau ** 2, estimate.seeds[0])
+        if found is None or len(found.plan.looks) < 2:
+            return None  # nothing settling could add: the fixed 95 % look is the design's only one
+        level, z = float(found.plan.nominal_levels[0]), found.plan.boundaries_z[0]
+        # the look's own interval, as settling computes it (`sequential.look_interval`): q₁ on the seeds, z₁ on τ
+        half = math.sqrt(found.plan.paired_t[0] ** 2 * estimate.seed_se ** 2 + z ** 2 * estimate.tau ** 2)
+        pair.estimate = replace(estimate, interval=(estimate.difference - half, estimate.difference + half), half_width=half, level=level)
+        pair.interval = flipped(pair.estimate).interval if self.lower_is_better else pair.estimate.interval
+        pair.verdict = order_verdict(pair.estimate, self.margin)
+        looks = ", ".join(map(str, found.plan.looks))
+        pair.note = "; ".join(filter(None, [pair.note, (
+            f"judged at look 1 of its settling design (looks at {looks} seeds per arm for {effect[1]} at "
+            f"{found.power:.0%} power; boundary z {found.plan.boundaries_z[0]:.2f}, a {level:.2%} interval), so that "
+            "settling it spends no second error")]))
+        return sizing.design_record(found, effect[1])
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         shown = super().paper_text(result, default_reason)

@@ -35,6 +35,10 @@ MIN_STOP_SHARE = 0.01
 CANONICAL_TRIALS = 20_000
 CANONICAL_SEED = 66  # fixed: a design is a function of its inputs alone
 MAX_SEEDS = 100_000  # beyond this no plan is drawn: the effect is out of reach of seeds
+# τ of a difference of two models on the papers' full test sets (the 7-STS average): the committed run's paired
+# bootstrap τ of its model pairs (0.061–0.199 at 300 pairs per task) times √(mean over the tasks of 300 / their full
+# size) = 0.38 (docs/method.md, "Settling a claim"): 0.023–0.076, stated as this bracket.
+PAPER_TAU_BRACKET = (0.02, 0.08)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,46 @@ class Design:
     @property
     def max_seeds(self) -> int:
         return self.plan.looks[-1]
+
+
+def claim_effect(paper_gap: float | None, margin: float, band: float) -> tuple[float, str] | None:
+    """The effect a claim's settling design detects, beyond its margin, and where it comes from: the paper's gap
+    beyond the margin (and band); else, where the paper states none, the claim's margin and band; else None."""
+    if paper_gap is not None and paper_gap > margin + band:
+        return paper_gap - margin, "the paper's gap"
+    if paper_gap is None and (margin or band):
+        return abs(margin) + band, "the claim's margin and band"
+    return None
+
+
+def of_record(effect: float, seed_sd: float, tau2: float, seeds: int, power: float = DESIGN_POWER) -> Design | None:
+    """The claim's own settling design, whose first look is the published verdict's seeds (`seeds` paired runs of
+    the seed record): sized for `effect` at `power` with the record's noise, no budget cap. None where no number
+    of seeds decides the effect (below the pair-noise floor, or beyond MAX_SEEDS)."""
+    try:
+        return design(effect, seed_sd, tau2, paired=True, power=power, first=max(2, seeds), first_fixed=True)
+    except ValueError:
+        return None
+
+
+def design_record(found: Design, effect_source: str) -> dict:
+    """A design as numbers (reports/claims.json, reports/settle/<claim id>.json): settling reads the published one back."""
+    plan = found.plan
+    return {"effect": round(found.effect, 6), "effect_source": effect_source, "power": found.power,
+            "fixed_seeds": found.fixed_seeds, "designed_seeds": found.designed_seeds, "capped": found.capped,
+            "achieved_power": round(found.achieved_power, 4), "expected_seeds": round(found.expected_seeds, 3),
+            "looks": list(plan.looks), "boundaries_z": [round(z, 10) for z in plan.boundaries_z],
+            "paired_t": None if plan.paired_t is None else [round(q, 10) for q in plan.paired_t]}
+
+
+def plan_of_record(record: dict, cap: int | None = None) -> sequential.SequentialPlan:
+    """The plan a design record holds, truncated at `cap` seeds per arm (its boundaries kept: a look never reached
+    spends nothing, so the error only falls)."""
+    keep = [index for index, seeds in enumerate(record["looks"]) if cap is None or seeds <= cap] or [0]
+    paired_t = record.get("paired_t")
+    return sequential.SequentialPlan(tuple(record["looks"][index] for index in keep),
+                                     tuple(record["boundaries_z"][index] for index in keep),
+                                     paired_t=None if paired_t is None else tuple(paired_t[index] for index in keep))
 
 
 def pair_noise_floor(tau2: float, power: float = DESIGN_POWER, level: float = LEVEL) -> float:

@@ -140,6 +140,8 @@ def claim_record(result: Verdict, backbone: str, scale: str) -> dict[str, Any]:
                    "family_size": len(result.comparisons), "comparisons": [_comparison_record(pair, -1.0 if claim.lower_is_better else 1.0) for pair in result.comparisons]}
         if isinstance(claim, OrderClaim) or claim.judged_margin():
             record["margin"] = claim.judged_margin()
+        if result.settling_design is not None:
+            record["settling_design"] = result.settling_design
     if result.p_value is not None:
         record |= {"rho": result.ours, "p_value": result.p_value}
     if result.settled is not None:
@@ -156,6 +158,10 @@ def settled_text(record: dict) -> str:
     last = looks[-1]
     spent = f"{record['hours_spent']:.3g} {budget['unit']}"
     where = f"{SETTLED_CLAIMS.as_posix()}/{record['claim']}.json"
+    design = record.get("design") or {}
+    if design.get("new_seeds_only"):  # the published verdict's seeds set aside: its error and this one's add up
+        where += (f"; new seeds only, the published verdict's {len(design.get('set_aside', []))} set aside: the claim's "
+                  f"error is at most {design.get('combined_error', 0.0975):.2%} in all")
     if record["outcome"] in (HOLDS, CONTRADICTED):
         return (f"settled: {record['outcome']} after {last['seeds_per_arm']} seeds per arm ({spent}), Δ {last['difference']:+.2f} "
                 f"[{last['interval'][0]:.2f}, {last['interval'][1]:.2f}] at the sequential boundary ({where})")

@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from pipeline.errors import PipelineError
-from pipeline.paths import METRICS_BOOTSTRAP
+from pipeline.paths import METRICS_BOOTSTRAP, REPORTS
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.seed_record import load_record
 from pipeline.verdicts import sequential, sizing
@@ -31,6 +31,12 @@ from tools.settle.target import (SettleTarget, measured_gpu_costs, paper_hours_p
                                  tiny_seconds_per_seed)
 
 TINY_UNIT = "CPU hours here"  # the tiny scale trains on this machine's CPU: its measured seconds price a seed
+CLAIMS_JSON = REPORTS / "claims.json"
+# A settling on new seeds only, after a published verdict that spent 5 %: at most 5 % + 95 % × 5 % in all.
+FRESH_COMBINED_ERROR = round(0.05 + 0.95 * 0.05, 4)
+FRESH_NOTE = ("the published verdict's {seeds} seeds are set aside (another effect or power than its design's, or no "
+              f"design published): this settling runs new seeds only, and the claim's error is at most {FRESH_COMBINED_ERROR:.2%} "
+              "in all (the published 5 % and this one's 5 %)")
 
 
 def pair_variance(target: SettleTarget, folder: Path = METRICS_BOOTSTRAP) -> float:
@@ -79,9 +85,9 @@ def checked_inputs(budget: float | None, budget_gpu_hours: float | None, max_see
         raise PipelineError("--budget-gpu-hours prices GPU hours, the paper scale's unit; this plan is at the tiny scale, "
                             f"priced in {TINY_UNIT}: give --budget H in those, or plan with --scale paper")
     hours = budget if budget is not None else budget_gpu_hours
-    unit = "GPU hours" if paper else TINY_UNIT
+    unit, flag = "GPU hours" if paper else TINY_UNIT, "--budget" if budget is not None else "--budget-gpu-hours"
     if hours is not None and not (math.isfinite(hours) and hours > 0):
-        raise PipelineError(f"--budget {hours:g}: a budget is a positive, finite number of {unit} (leave it out for no cap "
+        raise PipelineError(f"{flag} {hours:g}: a budget is a positive, finite number of {unit} (leave it out for no cap "
                             "but the design's own)")
     if max_seeds is not None and not 2 <= max_seeds <= sizing.MAX_SEEDS:
         raise PipelineError(f"--max-seeds {max_seeds}: from 2 (a look needs two) to {sizing.MAX_SEEDS:,} seeds per arm")
@@ -93,25 +99,34 @@ def checked_inputs(budget: float | None, budget_gpu_hours: float | None, max_see
 
 
 def planned_effect(target: SettleTarget, effect: float | None) -> tuple[float, str]:
-    """(the effect the design detects, beyond the claim's margin; where it comes from): --effect, else the paper's
-    gap beyond the margin, else the claim's margin and band (the difference of no change)."""
+    """(the effect the design detects, beyond the claim's margin; where it comes from): --effect, else the claim's
+    own (`sizing.claim_effect`: the paper's gap beyond the margin, else the margin and band)."""
     if effect is not None:
         return effect, "--effect"
-    if target.paper_gap is not None and abs(target.paper_gap) > target.margin:
-        return abs(target.paper_gap) - target.margin, "the paper's gap"
-    if target.margin or target.band:
-        return abs(target.margin) + target.band, "the claim's margin and band"
-    raise PipelineError(f"{target.claim_id}: the paper states no gap and the claim no margin or band: give --effect E, "
-                        "the smallest difference worth detecting")
+    found = sizing.claim_effect(target.paper_gap, target.margin, target.band)
+    if found is None:
+        raise PipelineError(f"{target.claim_id}: the paper's gap is not beyond the claim's margin, or there is neither: "
+                            "give --effect E, the smallest difference worth detecting")
+    return found
 
 
 def _design(target: SettleTarget, effect: float, sd: float, tau2: float, power: float, cap: int | None,
             paid: int) -> sizing.Design:
-    first = max(2, paid)
     try:
-        return sizing.design(effect, sd, tau2, paired=True, power=power, cap=cap, first=first, first_fixed=paid >= 2)
+        return sizing.design(effect, sd, tau2, paired=True, power=power, cap=cap, first=max(2, paid), first_fixed=paid >= 2)
     except ValueError as error:
         raise PipelineError(f"settle {target.claim_id}: {error}") from None
+
+
+def published_design(claim_id: str, claims_file: Path = CLAIMS_JSON) -> dict | None:
+    """The claim's own settling design as the report published it (its first look is the published verdict)."""
+    if not claims_file.is_file():
+        return None
+    try:
+        details = json.loads(claims_file.read_text(encoding="utf-8")).get("details", {})
+    except (OSError, json.JSONDecodeError):
+        raise PipelineError(f"{claims_file} is not readable JSON: `dvc repro report` remakes it") from None
+    return (details.get(claim_id) or {}).get("settling_design")
 
 
 def plan_lines(target: SettleTarget, design: sizing.Design, budget: Budget, sd: float, tau2: float, source: str,
@@ -127,7 +142,7 @@ def plan_lines(target: SettleTarget, design: sizing.Design, budget: Budget, sd: 
         low, high = sizing.PAPER_TAU_BRACKET
         lines.append(f"the full test sets' pair noise τ {low}–{high} puts the floor at {sizing.pair_noise_floor(low ** 2, design.power):.3f}–"
                      f"{sizing.pair_noise_floor(high ** 2, design.power):.3f}: no number of seeds decides a smaller effect")
-    budget_text = "no budget given" if budget.hours is None else f"budget {budget.hours:.3g} {budget.unit} (pays for {cap} seeds per arm)"
+    budget_text = "no budget given" if budget.hours is None else f"budget {budget.hours:.3g} {budget.unit} (pays for {cap:,} seeds per arm)"
     lines.append(f"{budget_text}: {budget.per_seed:.3g} {budget.unit} per new seed, {budget.paid_seeds} seeds paid")
     if design.capped:
         lines.append(f"  the cap lowers the power at {design.effect:.3g} to {design.achieved_power:.0%} ({plan.looks[-1]} seeds per arm, "
@@ -146,6 +161,38 @@ def plan_lines(target: SettleTarget, design: sizing.Design, budget: Budget, sd: 
     return lines
 
 
+def _choose_design(target: SettleTarget, paper: bool, observed: dict, sd: float, tau2: float,
+                   per_seed: float, unit: str, hours: float | None, max_seeds: int | None, effect: float | None,
+                   power: float) -> tuple[Budget, sizing.Design, str, dict]:
+    """(the budget, the design, where its effect comes from, the design as numbers). The published verdict is look 1
+    of the claim's own design (the report's, reports/claims.json), continued here; another effect or power, or a
+    claim with no published design, settles new seeds only, the published seeds set aside (docs/method.md)."""
+    published = None if paper or effect is not None or power != sizing.DESIGN_POWER else published_design(target.claim_id)
+    fresh = bool(observed) and published is None
+    if fresh and effect is None and power == sizing.DESIGN_POWER:
+        own = _design(target, *planned_effect(target, None)[:1], sd, tau2, power, None, len(observed))
+        if len(own.plan.looks) == 1:
+            raise PipelineError(f"{target.claim_id}: the published verdict's {len(observed)} seeds are its whole design (a single "
+                                f"look needs {own.fixed_seeds} for {own.effect:.3g} at {own.power:.0%} power): nothing to settle; "
+                                "give --effect E to settle a smaller effect on new seeds")
+    costs = Budget(hours, per_seed, unit, 0 if fresh else len(observed))
+    if costs.max_seeds is not None and costs.max_seeds < 2:
+        raise PipelineError(f"--budget {hours:g} {unit} pays for {costs.max_seeds} seed per arm at {per_seed:.3g} each; "
+                            "a look needs 2 (leave the budget out to see what the design needs)")
+    cap = min([cap for cap in (costs.max_seeds, max_seeds) if cap is not None], default=None)
+    if published is not None:
+        design = sizing.Design(sizing.plan_of_record(published, cap), published["effect"], published["power"],
+                               published["fixed_seeds"], published["designed_seeds"], bool(cap and cap < published["looks"][-1]),
+                               published["achieved_power"], published["expected_seeds"])
+        return costs, design, f"{published['effect_source']}, the published design", published
+    effect_value, effect_source = planned_effect(target, effect)
+    design = _design(target, effect_value, sd, tau2, power, cap, costs.paid_seeds)
+    record = sizing.design_record(design, effect_source)
+    if fresh:
+        record |= {"new_seeds_only": True, "set_aside": sorted(observed), "combined_error": FRESH_COMBINED_ERROR}
+    return costs, design, effect_source, record
+
+
 def settle_command(claim_id: str, budget: float | None, max_seeds: int | None, plan_only: bool, scale: str | None,
                    params_file: Path = Path("params.yaml"), budget_gpu_hours: float | None = None,
                    effect: float | None = None, power: float = sizing.DESIGN_POWER) -> str:
@@ -159,23 +206,16 @@ def settle_command(claim_id: str, budget: float | None, max_seeds: int | None, p
                             "(`--scale paper` plans only; compose the paper preset to run it)")
     sd, tau2, observed, source = _noise(target, params, paper, load_record())
     per_seed, unit = _price(target, params, paper)
-    costs = Budget(hours, per_seed, unit, len(observed))
-    caps = [cap for cap in (costs.max_seeds, max_seeds) if cap is not None]
-    effect_value, effect_source = planned_effect(target, effect)
-    design = _design(target, effect_value, sd, tau2, power, min(caps) if caps else None, len(observed))
+    costs, design, effect_source, record = _choose_design(target, paper, observed, sd, tau2, per_seed, unit,
+                                                          hours, max_seeds, effect, power)
+    fresh = bool(record.get("new_seeds_only"))
     if plan_only:
-        return "\n".join(plan_lines(target, design, costs, sd, tau2, source, effect_source, paper))
+        lines = plan_lines(target, design, costs, sd, tau2, source, effect_source, paper)
+        return "\n".join(lines + ([FRESH_NOTE.format(seeds=len(observed))] if fresh else []))
     with settling_lock(target.claim_id):
-        settling = run_settling(Settling(target, design.plan, costs, tau2, design_record(design, effect_source)),
-                                DvcSeeds(target, params, load_record()), list(observed), SETTLE_REPORTS)
+        settling = run_settling(Settling(target, design.plan, costs, tau2, record), DvcSeeds(target, params, load_record()),
+                                [] if fresh else list(observed), SETTLE_REPORTS, set_aside=list(observed) if fresh else [])
     last = settling.looks[-1]
     return (f"[settle] {claim_id}: {settling.outcome} after {last['seeds_per_arm']} seeds per arm "
             f"({last['hours_spent']:.3g} {unit}), Δ {last['difference']:+.3f} [{last['interval'][0]:.3f}, "
             f"{last['interval'][1]:.3f}] -> {SETTLE_REPORTS / (claim_id + '.json')}")
-
-
-def design_record(design: sizing.Design, effect_source: str) -> dict:
-    """What sized the plan, for reports/settle/<claim id>.json."""
-    return {"effect": design.effect, "effect_source": effect_source, "power": design.power, "fixed_seeds": design.fixed_seeds,
-            "designed_seeds": design.designed_seeds, "capped": design.capped,
-            "achieved_power": round(design.achieved_power, 4), "expected_seeds": round(design.expected_seeds, 3)}

@@ -30,11 +30,11 @@ def experiment_name(target: SettleTarget, seed: int) -> str:
     return f"settle-{target.claim_id}-{seed}"
 
 
-def seed_order(recorded: list[int], more: int) -> list[int]:
-    """The record's seeds, then `more` new seeds: the smallest integers not used, ascending."""
+def seed_order(recorded: list[int], more: int, exclude: list[int] | tuple[int, ...] = ()) -> list[int]:
+    """The record's seeds, then `more` new seeds: the smallest integers not used (nor in `exclude`), ascending."""
     new, candidate = [], 0
     while len(new) < more:
-        if candidate not in recorded:
+        if candidate not in recorded and candidate not in exclude:
             new.append(candidate)
         candidate += 1
     return list(recorded) + new

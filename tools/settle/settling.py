@@ -76,10 +76,11 @@ def differences(observations: dict[int, tuple[float, float]], seeds: list[int], 
     return -improvement if lower_is_better else improvement
 
 
-def run_settling(settling: Settling, source: SeedSource, recorded: list[int], output: Path | None = None) -> Settling:
+def run_settling(settling: Settling, source: SeedSource, recorded: list[int], output: Path | None = None,
+                 set_aside: list[int] | None = None) -> Settling:
     """Look after look: run the seeds a look lacks (if the budget pays for them), judge, write; stop when decided,
-    futile, or when the next look is past the budget."""
-    order = seed_order(recorded, settling.plan.looks[-1] - len(recorded))
+    futile, or when the next look is past the budget. `set_aside`: seeds a published verdict saw, never used here."""
+    order = seed_order(recorded, settling.plan.looks[-1] - len(recorded), exclude=set_aside or [])
     observed = source.observed()  # read again only after a round: a DVC source reads every experiment to answer
     for index, seeds_at_look in enumerate(settling.plan.looks):
         seeds = order[:seeds_at_look]

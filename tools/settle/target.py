@@ -38,6 +38,7 @@ class SettleTarget:
     lower_is_better: bool
     backbone: str
     paper_gap: float | None
+    band: float = 0.0  # a banded metric's: the difference must clear it as well as the margin
 
     @property
     def stages(self) -> list[str]:
