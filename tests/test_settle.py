@@ -158,18 +158,20 @@ def test_a_second_settling_of_a_claim_is_refused_naming_the_first(tmp_path):
 
 def test_a_corrupt_settle_record_is_left_out_in_one_line_and_the_report_goes_on(tmp_path, caplog):
     good = {"claim": "good", "looks": [{"seeds_per_arm": 5}], "outcome": "futile", "budget": {"unit": "GPU hours"},
-            "hours_spent": 0.0}
+            "hours_spent": 0.0, "design": {"looks": [5]}}
     (tmp_path / "good.json").write_text(json.dumps(good))
     (tmp_path / "truncated.json").write_text('{"claim": "truncated", "looks": [')
     (tmp_path / "a-list.json").write_text("[1, 2]")
     (tmp_path / "no-looks.json").write_text(json.dumps(good | {"looks": []}))
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
+    (tmp_path / "old-rule.json").write_text(json.dumps({key: value for key, value in good.items() if key != "design"}))
     with caplog.at_level("WARNING"):
         records = settled_records(tmp_path)
     assert list(records) == ["good"]
     warned = [record.getMessage() for record in caplog.records]
-    assert len(warned) == 4 and all("\n" not in line and "left out of the report" in line for line in warned)
+    assert len(warned) == 5 and all("\n" not in line and "left out of the report" in line for line in warned)
     assert any("truncated.json: not readable JSON (JSONDecodeError" in line for line in warned)
+    assert any("old-rule.json: made by the budget-sized rule, which spent the claim's error twice" in line for line in warned)
 
 
 # --- one error budget: the published verdict is look 1 of the claim's own design -----------------------------------

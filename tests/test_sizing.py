@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 from pipeline.verdicts import sequential
-from pipeline.verdicts.sizing import MIN_STOP_SHARE, PAPER_TAU_BRACKET, design, pair_noise_floor
+from pipeline.verdicts.estimates import compare_many
+from pipeline.verdicts.rules import order_verdicts
+from pipeline.verdicts.sizing import MIN_STOP_SHARE, PAPER_TAU_BRACKET, design, of_record, pair_noise_floor
 
 TRIALS = 20000
 FIVE = 0.055  # 5 % + ~3 Monte Carlo sd at 20,000 trials
@@ -77,3 +79,28 @@ def test_the_first_look_of_record_is_kept_and_later_looks_grow_from_it():
     planned = design(0.3, 0.4, 0.0, first=5, first_fixed=True)
     assert planned.plan.looks[0] == 5 and len(planned.plan.looks) > 1
     assert np.all(np.diff(planned.plan.looks) > 0)
+
+
+def test_the_report_then_settle_spend_one_error_budget():
+    """The procedure as a user runs it: read the report's verdict at the record's 5 seeds, then settle. With the
+    published verdict as look 1 of the claim's own design (`of_record`), no difference is decided ≤ 5 % in all; the
+    old procedure (the fixed 95 % verdict published, then a budget plan of 2, 3, 5, 8, 13 seeds reusing those 5 seeds
+    as its first looks) decided more: the error spent twice."""
+    sd, tau2 = 0.5, 0.0
+    found = of_record(0.6, sd, tau2, 5)
+    assert found is not None and found.plan.looks[0] == 5 and len(found.plan.looks) > 1
+    trials = 40000
+    a, b = sequential.simulated_arms(np.random.default_rng(4), trials, 13, 0.0, sd, tau2, paired=True)
+    new = sequential.simulate(found.plan, 0.0, sd, tau2, trials=trials, seed=4)  # look 1 is the report's
+    assert new.decided <= FIVE
+    published = compare_many(a[:, :5], b[:, :5], tau2, paired=True)
+    decided_at_95 = order_verdicts(*published.interval(), published.se) != "inconclusive"
+    old_plan = sequential.plan(13)
+    settled = np.zeros(trials, dtype=bool)
+    running = np.flatnonzero(~decided_at_95)
+    for look, seeds in enumerate(old_plan.looks):
+        batch = compare_many(a[running, :seeds], b[running, :seeds], tau2, paired=True)
+        decisions = sequential.look_decisions(old_plan, look, batch, 0.0, True)
+        settled[running[np.isin(decisions, ("holds", "contradicted"))]] = True
+        running = running[decisions == sequential.CONTINUE]
+    assert (decided_at_95 | settled).mean() > 0.06  # the old procedure: ≈ 7.8 % at τ 0

@@ -171,7 +171,7 @@ def settled_text(record: dict) -> str:
             f"{last['seeds_per_arm']} seeds per arm, {spent} spent ({where})")
 
 
-SETTLE_RECORD_KEYS = {"claim": str, "looks": list, "outcome": str, "budget": dict, "hours_spent": (int, float)}
+SETTLE_RECORD_KEYS = {"claim": str, "looks": list, "outcome": str, "budget": dict, "hours_spent": (int, float), "design": dict}
 
 
 def settle_record_problem(path: Path) -> tuple[dict | None, str | None]:
@@ -183,6 +183,8 @@ def settle_record_problem(path: Path) -> tuple[dict | None, str | None]:
     if not isinstance(record, dict):
         return None, "not a settling's record (a JSON object)"
     wrong = [key for key, kind in SETTLE_RECORD_KEYS.items() if not isinstance(record.get(key), kind)]
+    if wrong == ["design"]:
+        return None, "made by the budget-sized rule, which spent the claim's error twice (no design in it)"
     if wrong or not record["looks"] or not isinstance(record["looks"][-1], dict):
         return None, f"not a settling's record (missing or wrong: {', '.join(wrong) or 'looks'})"
     return record, None
@@ -211,6 +213,10 @@ def annotate(verdicts: list[Verdict], tables, gpu_hours: dict[str, float], settl
         if record is not None and record["outcome"] in (HOLDS, CONTRADICTED) and result.verdict in UNDECIDED:
             take_settled(result, record)
         result.would_take = would_take(result, gpu_hours, result.claim.claim_backbone(tables))
+        design = result.settling_design
+        if design is not None and result.would_take is not None and record is None:
+            result.would_take = (f"`python -m stages settle {result.claim.id}` continues its design ({design['expected_seeds']:.1f} seeds per "
+                                 f"arm expected at {design['effect_source']}). {result.would_take}")
         if record is not None and result.would_take is not None:
             result.would_take = f"{settled_text(record)}. {result.would_take}"
     adjust_for_multiplicity(verdicts)

@@ -137,7 +137,7 @@ def plan_lines(target: SettleTarget, design: sizing.Design, budget: Budget, sd: 
     lines = [f"settle {target.claim_id}: {target.better} − {target.worse} ({target.column}) against margin {target.margin:+g}; "
              f"noise: sd {sd:.3f} per seed of the difference, τ {math.sqrt(tau2):.3f} ({source})",
              f"design: an effect of {design.effect:.3g} ({effect_source}) at {design.power:.0%} power; a single look needs "
-             f"{design.fixed_seeds} seeds per arm, the looks {design.designed_seeds}"]
+             f"{design.fixed_seeds} seeds per arm, the sequential looks up to {design.designed_seeds}"]
     if paper:
         low, high = sizing.PAPER_TAU_BRACKET
         lines.append(f"the full test sets' pair noise τ {low}–{high} puts the floor at {sizing.pair_noise_floor(low ** 2, design.power):.3f}–"
