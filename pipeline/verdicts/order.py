@@ -322,8 +322,8 @@ class OrderClaim(ComparisonClaim):
         it later spends the claim's one error budget, not a second one (docs/method.md). Returns the design."""
         estimate = pair.estimate
         effect = sizing.claim_effect(self.paper_gap(), self.margin, self.band or 0.0)
-        if (estimate is None or effect is None or estimate.degenerate or "within-run" not in estimate.seed_source
-                or not self.resampled() or pair.verdict not in (HOLDS, CONTRADICTED, INCONCLUSIVE)):
+        if (estimate is None or effect is None or estimate.degenerate or "paired seeds (within-run" not in estimate.seed_source
+                or estimate.seeds[0] < 2 or not self.resampled() or pair.verdict not in (HOLDS, CONTRADICTED, INCONCLUSIVE)):
             return None
         found = sizing.of_record(effect[0], estimate.seed_sd, estimate.tau ** 2, estimate.seeds[0])
         if found is None or len(found.plan.looks) < 2:
