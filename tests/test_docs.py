@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import PipelineError
+
 ROOT = Path(__file__).resolve().parents[1]
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
 ANY_BLOCK = re.compile(r"^```.*?^```", re.M | re.S)
@@ -287,3 +289,57 @@ def test_the_stage_graph_is_the_one_dvc_draws_from_dvc_yaml():
                            check=True).stdout.strip()
     assert block == drawn, "redraw it: `dvc dag --md` between the stage-graph markers of docs/architecture.md"
     assert "download ─┬─>" not in (ROOT / "README.md").read_text(encoding="utf-8")  # no second drawing
+
+
+# ---- every `-S` override shown composes, as `dvc exp run` composes it -----------------------------------------------
+
+OVERRIDE = re.compile(r"(?<![\w-])-S\s+('[^']*'|\"[^\"]*\"|[^\s`)|;&]+)")
+PLACEHOLDER = re.compile(r"<[^<>]*>|\.\.\.|…")
+REFUSED_ON_PURPOSE = {"no_such_key=1"}  # shown as what Hydra refuses
+
+
+def shown_overrides(root: Path = ROOT) -> list[tuple[str, list[str]]]:
+    """(where, the `-S` overrides of one command) for every command line of README and docs, shell blocks and inline
+    code alike; a sweep `key=a,b` becomes one command per value, and placeholders are left out."""
+    found = []
+    for path in doc_files(root):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for command in re.split(r"`|&&|;", line):
+                overrides = [value.strip("'\"") for value in OVERRIDE.findall(command)]
+                overrides = [value for value in overrides if not PLACEHOLDER.search(value) and value not in REFUSED_ON_PURPOSE]
+                found += [(f"{path.name}:{number}", combination) for combination in _sweeps(overrides)]
+    return found
+
+
+def _sweeps(overrides: list[str]) -> list[list[str]]:
+    """Hydra's sweep syntax (`key=a,b`, outside brackets) as one list of plain overrides per value."""
+    combinations = [[]]
+    for override in overrides:
+        key, _, value = override.partition("=")
+        values = value.split(",") if "," in value and not value.startswith("[") else [value]
+        combinations = [done + [f"{key}={one}"] for done in combinations for one in values]
+    return combinations if overrides else []
+
+
+def test_every_override_shown_in_the_docs_composes_and_validates():
+    """`dvc exp run -S key=value` composes conf/ with Hydra and the stage validates the result: every override README
+    and docs show must do both (a key missing from conf/config.yaml is refused by Hydra, as train.deterministic was)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from pipeline.params_file import parse_params
+
+    shown = shown_overrides()
+    assert len(shown) > 50 and any("train.deterministic=true" in overrides for _, overrides in shown)
+    problems = []
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        for where, overrides in shown:
+            try:
+                parse_params(OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True))
+            except (HydraException, OmegaConfBaseException, PipelineError) as error:
+                problems.append(f"{where}: -S {' -S '.join(overrides)}: {str(error).splitlines()[0]}")
+        with pytest.raises(HydraException):
+            compose(config_name="config", overrides=sorted(REFUSED_ON_PURPOSE))
+    assert problems == []
