@@ -343,3 +343,45 @@ def test_every_override_shown_in_the_docs_composes_and_validates():
         with pytest.raises(HydraException):
             compose(config_name="config", overrides=sorted(REFUSED_ON_PURPOSE))
     assert problems == []
+
+
+# ---- every repository path the docs name exists ------------------------------------------------------------------
+
+GENERATED = ("data/", ".tmp/")  # made by the pipeline, absent from a fresh clone
+NAMED_PATH = re.compile(r"`((?:pipeline|stages|tools|scripts|tests|conf|bench|reports|docs|data|\.ci)/[\w./-]*)`")
+LAYOUT_LINE = re.compile(r"^( *)(\S[^ ]*(?:, \S+)*)(?:  |$)")
+
+
+def named_paths(text: str) -> list[str]:
+    """Repository paths in inline code (`pipeline/losses.py`), and every file and folder of a layout tree (a fenced
+    block whose lines are `name  what it holds`, nested by two spaces under `pipeline/`, `tools/`, …)."""
+    paths = [path.rstrip(".,:;") for path in NAMED_PATH.findall(text)]
+    for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.M | re.S):  # fences paired in order
+        if language:
+            continue
+        lines = block.splitlines()
+        if not lines or not re.match(r"(stages|pipeline|tools|scripts)/(\s|$)", lines[0]):
+            continue
+        parents: list[str] = []
+        for line in lines:
+            match = LAYOUT_LINE.match(line)
+            if not match:
+                continue
+            depth = len(match.group(1)) // 2
+            parents = parents[:depth]
+            names = [name.strip() for name in match.group(2).split(",")]
+            paths += ["".join(parents) + name for name in names]
+            if names[0].endswith("/"):
+                parents.append(names[0])
+    return [path for path in paths if not path.startswith(GENERATED)]
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=lambda path: path.name)
+def test_every_repository_path_named_exists(path):
+    assert [named for named in named_paths(path.read_text(encoding="utf-8")) if not (ROOT / named).exists()] == []
+
+
+def test_a_layout_tree_names_its_files_under_their_folders():
+    tree = "```\npipeline/\n  models.py             the registry\n  io.py, paths.py   files\n  data/   readers\n    pinned.py  pins\n```\n"
+    assert named_paths(tree) == ["pipeline/", "pipeline/models.py", "pipeline/io.py", "pipeline/paths.py", "pipeline/data/",
+                                 "pipeline/data/pinned.py"]
