@@ -192,8 +192,9 @@ class TrainSettings(OptimSettings):
     jtcse_lr: float | None = Field(None, gt=0, description="lr when cael > 0; null = lr")
     jtcse_dropout: float | None = Field(None, ge=0, lt=1, description="dropout when cael > 0; null = dropout")
     cross_outputs: Literal[CROSS_OUTPUTS] = "last"  # type: ignore[valid-type]
-    losses: list[str] = Field(default_factory=lambda: list(loss_terms.loss_term_names()),
-                              description="the twin objective's terms (pipeline.declarations.loss_terms), checked at load")
+    losses: list[str] = Field(default_factory=lambda: list(loss_terms.PAPERS_OBJECTIVE),
+                              description="the twin objective's terms (pipeline.declarations.loss_terms), checked at load; "
+                              "default: the papers' three")
     drop_layernorm: int = Field(
         0, ge=0, strict=True, description="remove both LayerNorms of the last k encoder layers of each tower (the LayerNorm study)"
     )

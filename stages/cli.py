@@ -5,6 +5,7 @@ over several processes (`PIPELINE_NPROC`, `pipeline.execution.launch`). Both are
 it computes, so they live here, outside the code a stage's result depends on (dvc.yaml deps)."""
 
 import functools
+import inspect
 import sys
 
 import typer
@@ -81,3 +82,16 @@ def settle(
     with one_line_errors():
         typer.echo(settle_command(claim, budget, max_seeds, plan, scale, budget_gpu_hours=budget_gpu_hours,
                                   effect=effect, power=power))
+
+
+def unwrapped(text: str | None) -> str | None:
+    """Help text with each paragraph's hard line breaks joined: Typer wraps help to the terminal itself, and a
+    docstring's own breaks would show as ragged lines."""
+    if text is None:
+        return None
+    paragraphs = [" ".join(line.strip() for line in paragraph.splitlines()) for paragraph in inspect.cleandoc(text).split("\n\n")]
+    return "\n\n".join(paragraphs)
+
+
+for registered in app.registered_commands:  # last: every command above is registered by now
+    registered.help = unwrapped(registered.help or (registered.callback.__doc__ if registered.callback else None))

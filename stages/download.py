@@ -14,7 +14,6 @@ from pathlib import Path
 from pipeline.data.download import download
 from pipeline.data.pinned import InputManifest
 from pipeline.data.sources import configured_mirror
-from pipeline.execution.environment import write_provenance
 from stages.common import ParamsOption, stage, stage_params, summary
 
 NAME = "download"
@@ -26,6 +25,8 @@ def command(params: Path = ParamsOption) -> None:
     started = time.perf_counter()
     manifest = InputManifest()
     result = download(settings.data, settings.backbone, settings.seed, configured_mirror(), manifest=manifest)
+    from pipeline.execution.environment import write_provenance  # torch: only when a stage runs, not for --help
+
     write_provenance(NAME, inputs=manifest.record.as_json())
     summary(
         NAME,

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import PipelineError
+
 ROOT = Path(__file__).resolve().parents[1]
 SHELL_BLOCK = re.compile(r"^```(?:bash|sh|shell|console)\n(.*?)^```", re.M | re.S)
 ANY_BLOCK = re.compile(r"^```.*?^```", re.M | re.S)
@@ -287,3 +289,99 @@ def test_the_stage_graph_is_the_one_dvc_draws_from_dvc_yaml():
                            check=True).stdout.strip()
     assert block == drawn, "redraw it: `dvc dag --md` between the stage-graph markers of docs/architecture.md"
     assert "download ─┬─>" not in (ROOT / "README.md").read_text(encoding="utf-8")  # no second drawing
+
+
+# ---- every `-S` override shown composes, as `dvc exp run` composes it -----------------------------------------------
+
+OVERRIDE = re.compile(r"(?<![\w-])-S\s+('[^']*'|\"[^\"]*\"|[^\s`)|;&]+)")
+PLACEHOLDER = re.compile(r"<[^<>]*>|\.\.\.|…")
+REFUSED_ON_PURPOSE = {"no_such_key=1"}  # shown as what Hydra refuses
+
+
+def shown_overrides(root: Path = ROOT) -> list[tuple[str, list[str]]]:
+    """(where, the `-S` overrides of one command) for every command line of README and docs, shell blocks and inline
+    code alike; a sweep `key=a,b` becomes one command per value, and placeholders are left out."""
+    found = []
+    for path in doc_files(root):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for command in re.split(r"`|&&|;", line):
+                overrides = [value.strip("'\"") for value in OVERRIDE.findall(command)]
+                overrides = [value for value in overrides if not PLACEHOLDER.search(value) and value not in REFUSED_ON_PURPOSE]
+                found += [(f"{path.name}:{number}", combination) for combination in _sweeps(overrides)]
+    return found
+
+
+def _sweeps(overrides: list[str]) -> list[list[str]]:
+    """Hydra's sweep syntax (`key=a,b`, outside brackets) as one list of plain overrides per value."""
+    combinations = [[]]
+    for override in overrides:
+        key, _, value = override.partition("=")
+        values = value.split(",") if "," in value and not value.startswith("[") else [value]
+        combinations = [done + [f"{key}={one}"] for done in combinations for one in values]
+    return combinations if overrides else []
+
+
+def test_every_override_shown_in_the_docs_composes_and_validates():
+    """`dvc exp run -S key=value` composes conf/ with Hydra and the stage validates the result: every override README
+    and docs show must do both (a key missing from conf/config.yaml is refused by Hydra, as train.deterministic was)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from pipeline.params_file import parse_params
+
+    shown = shown_overrides()
+    assert len(shown) > 50 and any("train.deterministic=true" in overrides for _, overrides in shown)
+    problems = []
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        for where, overrides in shown:
+            try:
+                parse_params(OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True))
+            except (HydraException, OmegaConfBaseException, PipelineError) as error:
+                problems.append(f"{where}: -S {' -S '.join(overrides)}: {str(error).splitlines()[0]}")
+        with pytest.raises(HydraException):
+            compose(config_name="config", overrides=sorted(REFUSED_ON_PURPOSE))
+    assert problems == []
+
+
+# ---- every repository path the docs name exists ------------------------------------------------------------------
+
+GENERATED = ("data/", ".tmp/")  # made by the pipeline, absent from a fresh clone
+NAMED_PATH = re.compile(r"`((?:pipeline|stages|tools|scripts|tests|conf|bench|reports|docs|data|\.ci)/[\w./-]*)`")
+LAYOUT_LINE = re.compile(r"^( *)(\S[^ ]*(?:, \S+)*)(?:  |$)")
+
+
+def named_paths(text: str) -> list[str]:
+    """Repository paths in inline code (`pipeline/losses.py`), and every file and folder of a layout tree (a fenced
+    block whose lines are `name  what it holds`, nested by two spaces under `pipeline/`, `tools/`, …)."""
+    paths = [path.rstrip(".,:;") for path in NAMED_PATH.findall(text)]
+    for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.M | re.S):  # fences paired in order
+        if language:
+            continue
+        lines = block.splitlines()
+        if not lines or not re.match(r"(stages|pipeline|tools|scripts)/(\s|$)", lines[0]):
+            continue
+        parents: list[str] = []
+        for line in lines:
+            match = LAYOUT_LINE.match(line)
+            if not match:
+                continue
+            depth = len(match.group(1)) // 2
+            parents = parents[:depth]
+            names = [name.strip() for name in match.group(2).split(",")]
+            paths += ["".join(parents) + name for name in names]
+            if names[0].endswith("/"):
+                parents.append(names[0])
+    return [path for path in paths if not path.startswith(GENERATED)]
+
+
+@pytest.mark.parametrize("path", doc_files(), ids=lambda path: path.name)
+def test_every_repository_path_named_exists(path):
+    assert [named for named in named_paths(path.read_text(encoding="utf-8")) if not (ROOT / named).exists()] == []
+
+
+def test_a_layout_tree_names_its_files_under_their_folders():
+    tree = "```\npipeline/\n  models.py             the registry\n  io.py, paths.py   files\n  data/   readers\n    pinned.py  pins\n```\n"
+    assert named_paths(tree) == ["pipeline/", "pipeline/models.py", "pipeline/io.py", "pipeline/paths.py", "pipeline/data/",
+                                 "pipeline/data/pinned.py"]

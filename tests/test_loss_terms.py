@@ -100,3 +100,14 @@ def test_the_settings_import_no_torch_and_no_data_readers():
             "print(loaded); sys.exit(bool(loaded))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_default_objective_is_the_papers_three_terms_whatever_else_is_declared(monkeypatch):
+    """A term declared beside the papers' (an extension) joins no run's objective unless the run names it."""
+    from pipeline.config import TrainSettings
+    from pipeline.declarations import loss_terms
+
+    monkeypatch.setitem(loss_terms.LOSS_TERM_DECLARATIONS, "extra", loss_terms.LossTermDeclaration(
+        "extra", "an extension's term", "pipeline.losses:NCE_TERM"))
+    assert "extra" in loss_terms.loss_term_names()
+    assert TrainSettings.model_fields["losses"].get_default(call_default_factory=True) == ["nce", "icnce", "ictn"]

@@ -270,12 +270,30 @@ def differing_by_stage(differing: list[tuple[str, str]]) -> str:
 # --- the check ------------------------------------------------------------------------------------
 
 
-def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_FRACTION) -> Check:
+def _checked_arguments(root: Path, fraction: float) -> None:
     if not (isinstance(fraction, (int, float)) and math.isfinite(fraction) and 0 < fraction <= 1):
         raise PipelineError(f"--fraction {fraction!r}: must be a number in (0, 1], the share of a score's 95% "
                             f"half-width it may move (default {DEFAULT_FRACTION})")
     if not root.is_dir():
         raise PipelineError(f"--root {root}: no such folder (give the repository's root, the folder holding dvc.lock)")
+
+
+def _final_verdict(check: Check, differing: list[str], machine: list[str]) -> None:
+    """Identical, equivalent or not reproduced, from what differs by hash, the machine and the numbers' problems."""
+    if differing and not machine:
+        check.verdict = NOT_REPRODUCED
+        check.problems.insert(0, f"first output that differs: {differing[0]} (the machine facts equal the "
+                                 "committed run's — CPU, ISA, GPU, threads, world size — so outputs must be identical)")
+    elif check.problems:
+        check.verdict = NOT_REPRODUCED
+        if differing:
+            check.problems.insert(0, f"first output that differs: {differing[0]}")
+    else:
+        check.verdict = EQUIVALENT if differing else IDENTICAL
+
+
+def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_FRACTION) -> Check:
+    _checked_arguments(root, fraction)
     expected, actual = Revision(root, resolve_ref(root, ref)), Revision(root, None)
     expected_stages, actual_stages = expected.lock(), actual.lock()
     check = Check()
@@ -322,16 +340,7 @@ def check_reproduction(root: Path, ref: str = "HEAD", fraction: float = DEFAULT_
     if unread:
         check.lines.append(f"not compared by number ({len(unread)}: figures, rendered tables and binned plot data, "
                            f"drawn from the numbers compared above): {', '.join(unread)}")
-    if differing and not machine:
-        check.verdict = NOT_REPRODUCED
-        check.problems.insert(0, f"first output that differs: {differing[0]} (the machine facts equal the "
-                                 "committed run's — CPU, ISA, GPU, threads, world size — so outputs must be identical)")
-    elif check.problems:
-        check.verdict = NOT_REPRODUCED
-        if differing:
-            check.problems.insert(0, f"first output that differs: {differing[0]}")
-    else:
-        check.verdict = EQUIVALENT if differing else IDENTICAL
+    _final_verdict(check, differing, machine)
     return check
 
 

@@ -87,6 +87,11 @@ def implementation_modules() -> tuple[str, ...]:
     return tuple(dict.fromkeys(declaration.implementation.split(":")[0] for declaration in LOSS_TERM_DECLARATIONS.values()))
 
 
+# The papers' objective (TNCSE: L_NCE + L_ICNCE + L_ICTN; JTCSE: its ICTM for ICTN): the default of `train.losses`. A term declared later (a
+# project's extension) is allowed in `train.losses` but joins no objective unless a run names it.
+PAPERS_OBJECTIVE = ("nce", "icnce", "ictn")
+
+
 def loss_term_names() -> tuple[str, ...]:
     """The allowed names of `train.losses`, in the objective's summation order."""
     return tuple(LOSS_TERM_DECLARATIONS)
