@@ -202,12 +202,13 @@ def fetch_hub_file(
     return destination
 
 
-# What a plain URL download (`fetch_url`: STS-B's release archive, 0.4 MB; its five pinned files are 1.4 MB
-# unpacked) may write at most: 64 MiB, two orders of magnitude above it, yet a bound on what an endless or wrong
-# response can fill the disk with (one wrote 47 GB). A larger response is refused, its partial file removed.
+# What a plain URL download (`fetch_url`: STS-B's release archive, 0.4 MB gzipped; its five pinned files are
+# 1.4 MB unpacked, 1.5 MB as the stand-in's uncompressed tar) may write at most: 64 MiB, over 40 times the
+# largest of these, yet a bound on what an endless or wrong response can fill the disk with (one wrote 47 GB).
+# A larger response is refused, its partial file removed; the archive's unpacked size is held to it too.
 URL_MAX_BYTES = 64 * 2**20
 # The wall time of a whole plain URL download (not one socket read's, which a server sending a byte every
-# 2 s never trips): 0.4 MB in 10 minutes is under 1 kB/s, so only a stalled or trickling source reaches it.
+# 2 s never trips): 1.5 MB in 10 minutes is 2.5 kB/s, so only a stalled or trickling source reaches it.
 URL_DEADLINE_S = 600.0
 URL_SCHEMES = ("http", "https", "file")  # what `fetch_url` fetches (urllib would also try ftp:, data:, ...)
 
