@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from pipeline.errors import PipelineError
-from pipeline.urls import without_userinfo
 from pipeline.evaluated_models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
 
 # ---- allowed values ---------------------------------------------------------------------------
@@ -151,8 +150,7 @@ def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") 
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PipelineError(
-            without_userinfo(f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}), "
-                             "standin or null")
+            f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}), standin or null"
         )
     return endpoint
 

@@ -19,7 +19,6 @@ from pipeline.config import Params
 from pipeline.params_file import load_params, params_unchanged_while_running
 from pipeline.errors import PipelineError
 from pipeline.io import disk_full, finish_interrupted_writes, is_disk_full
-from pipeline.urls import without_userinfo
 
 EXIT_USER_ERROR = 2
 
@@ -70,14 +69,13 @@ def stage(function: Callable) -> Callable:
 @contextlib.contextmanager
 def one_line_errors() -> Iterator[None]:
     """Log to stderr; a PipelineError inside becomes one line `error: …` on stderr and exit code 2, and
-    so does a full disk (ENOSPC or a quota, also inside a `shutil.Error`). A URL's credentials never reach
-    the line (`without_userinfo`)."""
+    so does a full disk (ENOSPC or a quota, also inside a `shutil.Error`)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logging.getLogger("httpx2").setLevel(logging.WARNING)  # huggingface_hub's client: a line per HEAD/GET of every hub file
     try:
         yield
     except PipelineError as error:
-        typer.echo(f"error: {without_userinfo(error)}", err=True)
+        typer.echo(f"error: {error}", err=True)
         raise typer.Exit(EXIT_USER_ERROR) from None
     except OSError as error:  # a full disk outside the atomic writers (which name their file): one line too
         if not is_disk_full(error):
