@@ -42,6 +42,7 @@ from pipeline.declarations.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, PAPERS_
 from pipeline.settings_rules import POOLERS
 from pipeline.data.sources import COMMIT
 from pipeline.errors import PipelineError
+from pipeline.urls import without_userinfo
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
 from pipeline.evaluation.store import model_tables
 from pipeline.evaluation.sts import load_tasks
@@ -178,11 +179,11 @@ def _download(repo: str, name: str, tower: Tower, endpoint: str | None, cache_di
         return Path(hf_hub_download(repo, name, subfolder=subfolder, revision=tower.revision, cache_dir=cache_dir, endpoint=endpoint))
     except unreachable as error:  # first: it is an EntryNotFoundError too
         where = endpoint or "the Hugging Face hub"
-        raise PipelineError(
+        raise PipelineError(without_userinfo(  # an endpoint's credentials, also inside the reason, never printed
             f"could not reach {where} for {repo} ({str(error).splitlines()[0]}); run where the hub is reachable "
             "(data.hub_endpoint or HF_ENDPOINT for a mirror), or set checkpoints.source: standin to score the "
             "catalogue's offline stand-in rows"
-        ) from None
+        )) from None
     except missing:
         return None
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tarfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
@@ -21,11 +20,14 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
+from pipeline.data.archives import extract_archive
 from pipeline.data.pinned import InputManifest, lines_digest, wiki_key
 from pipeline.data.readers import first_non_utf8_line, read_sick
 from pipeline.data.sources import (
-    MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, Mirror, fetch_backbone, fetch_hub_file, fetch_url, hub_revision,
+    MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, URL_MAX_BYTES, Mirror, check_fetchable, fetch_backbone, fetch_hub_file,
+    fetch_url, hub_revision,
 )
+from pipeline.urls import without_userinfo
 from pipeline.io import atomic_directory, scratch_directory, write_text_atomic
 from pipeline.errors import PipelineError
 from pipeline import paths
@@ -40,6 +42,7 @@ WIKI_SAMPLE = "wiki1m/wiki1m_for_simcse.head.txt"
 STSB_RELEASE_URL = "http://ixa2.si.ehu.es/stswiki/images/4/48/Stsbenchmark.tar.gz"
 STSB_URL_VARIABLE = "PIPELINE_STSB_URL"
 ORIGINAL_STSB = "raw/STSBenchmark"  # its files' manifest keys and the mirror's folder
+BENCHMARK_PREFIXES = ("senteval/STS/", "senteval/SICK/")  # the manifest keys of senteval.tar's files the download keeps
 # `data.sick_splits` → the SICK file whose sentences (not scores) join the corpus; the papers add
 # "unlabelled data from SICKR" without naming splits: test is the split SICK-R scores (transductive).
 SICK_SPLIT_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
@@ -95,6 +98,9 @@ def _check_mirror(manifest: InputManifest, mirror: Mirror, keys: Sequence[str]) 
     """A mirror's files (their paths are their keys) against the pinned digests, by the digests its
     SHA256SUMS lists: its own copy then verifies the bytes against those, so nothing is hashed twice."""
     for key in keys:
+        if not mirror.has(key):
+            raise PipelineError(f"mirror {mirror.root} has no {key}, which {manifest.path.name} pins; complete the mirror "
+                                f"or unset {MIRROR_VARIABLE}; nothing was written")
         manifest.check_digest(key, mirror.listed_digest(key), f"mirror {mirror.root}: {key}")
 
 
@@ -105,18 +111,20 @@ def _senteval_folder(data: DataSettings, mirror: Mirror | None, scratch: Path, m
         folder = mirror.root / "senteval"
         _check_mirror(manifest, mirror, [f"senteval/{path.relative_to(folder).as_posix()}"
                                        for part in ("STS", "SICK") for path in sorted((folder / part).rglob("*")) if path.is_file()])
+        manifest.check_complete(BENCHMARK_PREFIXES, f"mirror {mirror.root}", f"complete the mirror or unset {MIRROR_VARIABLE}")
         return folder
     archive = fetch_hub_file(data.senteval_repo_id, data.senteval_filename, scratch / "senteval.tar", data.hub_endpoint,
                              revision=hub_revision(data.senteval_revision), record=manifest.record)
     extracted = scratch / "senteval"
-    with tarfile.open(archive) as tar:
-        tar.extractall(extracted, filter="data")  # the 'data' filter refuses links and paths outside
+    extract_archive(archive, extracted, data.senteval_filename)  # every member checked first: nothing outside, no device
     roots = [path.parent for path in extracted.rglob("STS12-en-test") if path.parent.name == "STS"]
     if not roots:
         raise PipelineError(f"{data.senteval_filename} has no STS/STS12-en-test folder; is it SimCSE's senteval.tar?")
     downstream = roots[0].parent
     for part in ("STS", "SICK"):
         manifest.check_tree(f"senteval/{part}", downstream / part, data.senteval_filename)
+    manifest.check_complete(BENCHMARK_PREFIXES, f"{data.senteval_filename} of {data.senteval_repo_id}",
+                            "is it SimCSE's senteval.tar? set data.senteval_revision to its pinned commit")
     return downstream
 
 
@@ -132,6 +140,14 @@ def _write_senteval(folder: Path, mirror: Mirror | None, destination: Path) -> i
     return count
 
 
+def stsb_url() -> str:
+    """Where STS-B's release archive is fetched from: PIPELINE_STSB_URL, else `STSB_RELEASE_URL`; a value
+    that is no http(s):// or file:// URL is one line naming the variable."""
+    url = os.environ.get(STSB_URL_VARIABLE) or STSB_RELEASE_URL
+    check_fetchable(url, STSB_URL_VARIABLE)
+    return url
+
+
 def _original_stsb_files(mirror: Mirror | None, scratch: Path, manifest: InputManifest) -> dict[str, Path]:
     """STS-B's release files the manifest pins ({name: checked file}): the mirror's raw/STSBenchmark, or
     the release archive (`STSB_RELEASE_URL`, or where PIPELINE_STSB_URL points)."""
@@ -139,10 +155,10 @@ def _original_stsb_files(mirror: Mirror | None, scratch: Path, manifest: InputMa
     if mirror is not None:
         _check_mirror(manifest, mirror, [f"{ORIGINAL_STSB}/{name}" for name in names])
         return {name: mirror.file(f"{ORIGINAL_STSB}/{name}") for name in names}  # its bytes verified against SHA256SUMS
-    url = os.environ.get(STSB_URL_VARIABLE) or STSB_RELEASE_URL
+    url = stsb_url()
     archive = fetch_url(url, scratch / "Stsbenchmark.tar.gz")
-    with tarfile.open(archive) as tar:
-        tar.extractall(scratch / "stsb", filter="data")
+    url = without_userinfo(url)  # as printed from here on
+    extract_archive(archive, scratch / "stsb", url, max_bytes=URL_MAX_BYTES)
     folders = [path.parent for path in (scratch / "stsb").rglob("sts-test.csv")]
     if not folders:
         raise PipelineError(f"{url}: no sts-test.csv in the archive; is it the STS-B release (Stsbenchmark.tar.gz)?")
@@ -245,6 +261,8 @@ def download(
 
     if data.hub_endpoint == STANDIN_HUB and mirror is None:
         raise PipelineError(f"data.hub_endpoint=standin serves only the backbones; {MIRROR_HINT} for the corpus and benchmarks")
+    if mirror is None:
+        stsb_url()  # a malformed PIPELINE_STSB_URL is said before anything is fetched
     raw = at(paths.RAW)
     raw.mkdir(parents=True, exist_ok=True)
     with scratch_directory(raw) as scratch:  # everything fetched and checked first, then written

@@ -11,7 +11,9 @@ places, so that the canonical download path runs offline (CI runs it): SimCSE's 
 hub (the corpus, and senteval.tar built from the mirror's senteval/) at any revision, and STS-B's release
 archive at `/stsbenchmark/Stsbenchmark.tar.gz`; with `--models <hub id>...` also the papers' backbones
 built offline (`pipeline.data.standin_models`), so the paper preset gets past `download` too. It prints
-`serving on <url>` and, on a second line, the variables that point the pipeline at it.
+`serving on <url>` and, on a second line, the variables that point the pipeline at it. A folder it cannot
+serve as the canonical sources would (no mirror, a file the manifest pins missing, a symbolic link among
+the served files) or a bad argument is one line `error: …` on stderr and exit code 2, before anything is served.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, NoReturn, Sequence
+
+from pipeline.errors import PipelineError
+
+EXIT_USER_ERROR = 2
 
 def _body(source: bytes | Path) -> bytes:
     return source if isinstance(source, bytes) else Path(source).read_bytes()
@@ -155,24 +161,46 @@ def mirror_files(mirror: Path) -> dict[str, bytes | Path]:
     }
 
 
+SERVED_PREFIXES = ("senteval/", "raw/STSBenchmark/")  # the manifest keys a served mirror must hold
+
+
+def check_servable(mirror: Path) -> None:
+    """A folder `--serve` can serve: a data mirror holding every file the manifest pins under `SERVED_PREFIXES`
+    and a Wiki1M file, none of what it serves a symbolic link (a tar member that is a link the download refuses,
+    and one that may point anywhere on this machine). Else one `PipelineError` naming the first problem."""
+    from pipeline.data.pinned import InputManifest
+
+    if not (mirror / "senteval").is_dir():
+        raise PipelineError(f"{mirror} is no data mirror (no senteval/); give the folder PIPELINE_DATA_MIRROR would name")
+    pinned = InputManifest()
+    for key in sorted(key for key in pinned.digests if key.startswith(SERVED_PREFIXES)):
+        if not (mirror / key).is_file():
+            raise PipelineError(f"mirror {mirror} has no {key}, which {pinned.path.name} pins; complete the mirror "
+                                "(the download would refuse what is served)")
+    if not mirror_corpus(mirror).is_file():
+        raise PipelineError(f"mirror {mirror} has no wiki1m/wiki1m_for_simcse.txt nor its sample "
+                            "wiki1m/wiki1m_for_simcse.head.txt; complete the mirror")
+    served = [mirror / "senteval", mirror / "raw" / "STSBenchmark", mirror / "wiki1m", mirror_corpus(mirror)]
+    for path in [*served, *(item for folder in served[:3] for item in sorted(folder.rglob("*")))]:
+        if path.is_symlink():
+            raise PipelineError(f"mirror {mirror}: {path.relative_to(mirror)} is a symbolic link; --serve serves plain "
+                                "files only (copy the file or folder in its place)")
+
+
 STANDIN_MODELS_FOLDER = Path(".tmp/standin-models")  # built stand-ins, reused by later --serve runs
 
 
 def serve(mirror: Path, models: Sequence[str] = (), models_folder: Path = STANDIN_MODELS_FOLDER, seed: int = 42) -> None:
     """Serve a data mirror at the canonical places until stopped (Ctrl-C), and with `models` (hub ids of
     `pipeline.data.standin_models.STANDINS`) those backbones built offline, at every revision."""
-    if not (mirror / "senteval").is_dir():
-        print(f"error: {mirror} is no data mirror (no senteval/); give the folder PIPELINE_DATA_MIRROR would name",
-              file=sys.stderr)
-        raise SystemExit(2)
+    check_servable(mirror)
     files = mirror_files(mirror)
     if models:
         from pipeline.data.standin_models import STANDINS
 
         unknown = sorted(set(models) - set(STANDINS))
         if unknown:
-            print(f"error: --models {' '.join(unknown)}: no offline stand-in; it builds: {', '.join(STANDINS)}", file=sys.stderr)
-            raise SystemExit(2)
+            raise PipelineError(f"--models {' '.join(unknown)}: no offline stand-in; it builds: {', '.join(STANDINS)}")
         files |= standin_model_files([(source, "main") for source in models], models_folder, mirror_corpus(mirror), seed)
     with hub_standin(files, any_revision=True) as (endpoint, _):
         print(f"serving on {endpoint}", flush=True)
@@ -183,13 +211,32 @@ def serve(mirror: Path, models: Sequence[str] = (), models_folder: Path = STANDI
             pass
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="Serve a data mirror at the canonical places (the hub, STS-B's release).")
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's usage errors as the project's: one line `error: …` on stderr, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (python -m pipeline.data.hub_standin --help)")
+
+
+def fail(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USER_ERROR)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = _OneLineParser(description="Serve a data mirror at the canonical places (the hub, STS-B's release).")
     parser.add_argument("--serve", type=Path, required=True, metavar="MIRROR", help="the data mirror folder")
     parser.add_argument("--models", nargs="*", default=[], metavar="HUB_ID",
                         help="also serve these backbones built offline (random weights, the published architecture), "
                              "e.g. bert-base-uncased ffgcc/InfoCSE-bert-base roberta-base")
     parser.add_argument("--models-folder", type=Path, default=STANDIN_MODELS_FOLDER,
                         help="where the built stand-ins are kept (reused when present)")
-    arguments = parser.parse_args()
-    serve(arguments.serve, arguments.models, arguments.models_folder)
+    arguments = parser.parse_args(argv)
+    try:
+        serve(arguments.serve, arguments.models, arguments.models_folder)
+    except PipelineError as error:
+        fail(str(error))
+
+
+if __name__ == "__main__":
+    main()

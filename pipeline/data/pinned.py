@@ -104,6 +104,14 @@ class InputManifest:
     def check_file(self, key: str, path: Path, where: str | None = None) -> None:
         self.check_digest(key, sha256_of(path), where or str(path))
 
+    def check_complete(self, prefixes: tuple[str, ...], where: str, hint: str) -> None:
+        """Every key pinned under `prefixes` was checked (is in the record): the checks walk the files a
+        source has, so one it lacks would pass unnoticed; the first missing is one line (`where` lacks it)."""
+        missing = sorted(key for key in self.digests if key.startswith(prefixes) and key not in self.record.verified)
+        if missing:
+            raise PipelineError(f"{where} has no {missing[0]}, which {self.path.name} pins ({len(missing)} pinned "
+                                f"file(s) missing); {hint}; nothing was written")
+
     def check_tree(self, prefix: str, folder: Path, where: str) -> None:
         """Every file under `folder` as key `<prefix>/<relative path>`."""
         for path in sorted(path for path in folder.rglob("*") if path.is_file()):

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from pipeline.errors import PipelineError
 from pipeline.io import atomic_directory, atomic_path, scratch_directory
 from pipeline.cache_entries import sha256_of
 from pipeline.paths import setting_path
+from pipeline.urls import without_userinfo
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +122,11 @@ def configured_mirror(environ: Mapping[str, str] = os.environ) -> Mirror | None:
 
 
 def unreachable(what: str, where: str, reason: object) -> PipelineError:
-    return PipelineError(
+    """One line naming the file, the URL and the reason (any credentials in them dropped: `without_userinfo`)."""
+    return PipelineError(without_userinfo(
         f"could not fetch {what} from {where} ({str(reason).splitlines()[0] if str(reason) else type(reason).__name__}); "
         f"either run where that source is reachable, or {MIRROR_HINT}"
-    )
+    ))
 
 
 def hub_revision(revision: str | None) -> str:
@@ -173,11 +176,12 @@ def fetch_hub_file(
     from huggingface_hub.utils import logging as hub_logging
 
     hub_logging.set_verbosity_error()  # its per-retry warnings would bury the one line that matters
-    url = hf_hub_url(repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint)
+    address = hf_hub_url(repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint)
+    url = without_userinfo(address)  # as recorded and printed: HF_ENDPOINT=http://user:password@host's credentials dropped
     destination.parent.mkdir(parents=True, exist_ok=True)
     with scratch_directory(destination.parent) as scratch:
         try:
-            metadata = get_hf_file_metadata(url)
+            metadata = get_hf_file_metadata(address)
             etag = metadata.etag
             downloaded = hf_hub_download(
                 repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
@@ -198,18 +202,95 @@ def fetch_hub_file(
     return destination
 
 
-def fetch_url(url: str, destination: Path, timeout_s: float = 60.0) -> Path:
-    """Download `url` to `destination` (atomically); what it must contain is checked by the caller
-    against the pinned digests. Unreachable: one line naming the URL and the ways out."""
+# What a plain URL download (`fetch_url`: STS-B's release archive, 0.4 MB gzipped; its five pinned files are
+# 1.4 MB unpacked, 1.5 MB as the stand-in's uncompressed tar) may write at most: 64 MiB, over 40 times the
+# largest of these, yet a bound on what an endless or wrong response can fill the disk with (one wrote 47 GB).
+# A larger response is refused, its partial file removed; the archive's unpacked size is held to it too.
+URL_MAX_BYTES = 64 * 2**20
+# The wall time of a whole plain URL download (not one socket read's, which a server sending a byte every
+# 2 s never trips): 1.5 MB in 10 minutes is 2.5 kB/s, so only a stalled or trickling source reaches it.
+URL_DEADLINE_S = 600.0
+URL_SCHEMES = ("http", "https", "file")  # what `fetch_url` fetches (urllib would also try ftp:, data:, ...)
+
+
+def check_fetchable(url: str, variable: str | None = None) -> None:
+    """A URL `fetch_url` can fetch: http(s)://host[:port]/... or file:///path; else one line naming it
+    (credentials dropped) and, when it came from `variable`, the variable."""
+    import urllib.parse
+
+    named = f"{variable}={without_userinfo(url)!r}" if variable else repr(without_userinfo(url))
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError as error:  # a port that is no number, an unbalanced [ of an IPv6 host
+        raise PipelineError(f"{named} is not a URL ({error}); give http(s)://host[:port]/path or file:///path") from None
+    problem = (
+        f"its scheme {parts.scheme + ':' if parts.scheme else '(none)'} is not one of {', '.join(URL_SCHEMES)}"
+        if parts.scheme not in URL_SCHEMES else
+        "it names no host" if parts.scheme != "file" and not parts.hostname else
+        "it names no file" if parts.scheme == "file" and not parts.path else
+        "its port is 0" if not port_ok else
+        "it holds whitespace or a control character" if any(ord(char) <= 32 or ord(char) == 127 for char in url) else None
+    )
+    if problem:
+        raise PipelineError(f"{named} is not a URL this download can fetch: {problem}; give http(s)://host[:port]/path "
+                            "or file:///path")
+
+
+def _request(url: str):
+    """A urllib request for `url`, its userinfo (which urllib would take for the host) sent as HTTP basic auth."""
+    import base64
+    import urllib.parse
     import urllib.request
 
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return urllib.request.Request(url)
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
+    return urllib.request.Request(parts._replace(netloc=host).geturl(), headers={"Authorization": f"Basic {token}"})
+
+
+def _copy_bounded(response, handle, url: str, max_bytes: int, deadline_s: float, started: float) -> None:
+    """Copy `response` to `handle` block by block, within `max_bytes` and `deadline_s` of `started`."""
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > max_bytes:
+        raise PipelineError(f"{url}: the response is {declared} bytes, over the {max_bytes}-byte limit of a URL download "
+                            "(URL_MAX_BYTES); is it the file expected? nothing was written")
+    written, read = 0, getattr(response, "read1", response.read)  # read1: what has arrived, not a full block
+    while block := read(1 << 16):
+        written += len(block)
+        if written > max_bytes:
+            raise PipelineError(f"{url}: the response ran past {max_bytes} bytes, the limit of a URL download "
+                                "(URL_MAX_BYTES); is it the file expected? nothing was written")
+        if time.monotonic() - started > deadline_s:
+            raise PipelineError(f"{url}: the download took longer than {deadline_s:g} s, the limit of a URL download "
+                                f"(URL_DEADLINE_S), {written} bytes in; nothing was written; retry, or {MIRROR_HINT}")
+        handle.write(block)
+
+
+def fetch_url(url: str, destination: Path, timeout_s: float = 60.0, max_bytes: int = URL_MAX_BYTES,
+              deadline_s: float = URL_DEADLINE_S) -> Path:
+    """Download `url` (`check_fetchable`) to `destination` (atomically), at most `max_bytes` within
+    `deadline_s` seconds in all (a socket read waits at most `timeout_s`); what it must contain is checked
+    by the caller against the pinned digests. Unreachable, too large or too slow: one line naming the URL
+    (credentials dropped) and the limit, and no file."""
+    import http.client
+    import urllib.request
+
+    check_fetchable(url)
+    shown = without_userinfo(url)
     destination.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response, atomic_path(destination) as temporary:
+        with urllib.request.urlopen(_request(url), timeout=min(timeout_s, deadline_s)) as response, \
+                atomic_path(destination) as temporary:
+            check_fetchable(response.geturl())  # a redirect elsewhere than http(s) or file
             with temporary.open("wb") as handle:
-                shutil.copyfileobj(response, handle)
-    except OSError as error:  # URLError, HTTPError and timeouts are all OSErrors
-        raise unreachable(destination.name, url, error) from None
+                _copy_bounded(response, handle, shown, max_bytes, deadline_s, started)
+    except (OSError, http.client.HTTPException) as error:  # URLError, HTTPError, timeouts; a malformed answer
+        raise unreachable(destination.name, shown, error) from None
     return destination
 
 
