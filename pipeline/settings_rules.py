@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
+from pipeline.urls import without_userinfo
 from pipeline.errors import PipelineError
 from pipeline.evaluated_models import BASELINES, MODEL_NAMES, STUDENTS, evaluated_model_folders
 
@@ -149,9 +150,8 @@ def validate_hub_endpoint(endpoint: str | None, key: str = "data.hub_endpoint") 
         return endpoint
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PipelineError(
-            f"{key}={endpoint!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{endpoint}), standin or null"
-        )
+        shown = without_userinfo(endpoint)
+        raise PipelineError(f"{key}={shown!r} is not a hub URL; allowed: http(s)://host[:port] (e.g. http://{shown}), standin or null")
     return endpoint
 
 

@@ -17,6 +17,7 @@ import typer
 
 from pipeline.config import Params
 from pipeline.params_file import load_params, params_unchanged_while_running
+from pipeline.urls import without_userinfo
 from pipeline.errors import PipelineError
 from pipeline.io import disk_full, finish_interrupted_writes, is_disk_full
 
@@ -75,7 +76,7 @@ def one_line_errors() -> Iterator[None]:
     try:
         yield
     except PipelineError as error:
-        typer.echo(f"error: {error}", err=True)
+        typer.echo(f"error: {without_userinfo(error)}", err=True)  # a URL's credentials never reach a terminal or log
         raise typer.Exit(EXIT_USER_ERROR) from None
     except OSError as error:  # a full disk outside the atomic writers (which name their file): one line too
         if not is_disk_full(error):

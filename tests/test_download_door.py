@@ -16,6 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from pipeline.errors import PipelineError
 import typer
 import yaml
 
@@ -292,3 +294,20 @@ def test_serves_usage_errors_are_one_line(tmp_path):
                                       "(python -m pipeline.data.hub_standin --help)")
     assert _served_line(_serve("--serve", str(tmp_path / "nowhere"))).endswith("is no data mirror (no senteval/); "
                                                                                  "give the folder PIPELINE_DATA_MIRROR would name")
+
+
+def test_no_error_line_prints_a_urls_credentials(capsys):
+    """The catch-all of every stage (`one_line_errors`) and the hub endpoint's own check drop a URL's userinfo."""
+    import typer
+
+    from pipeline.settings_rules import validate_hub_endpoint
+    from stages.common import one_line_errors
+
+    with pytest.raises(PipelineError) as refused:
+        validate_hub_endpoint("ftp://user:secret@hub.example")
+    assert "secret" not in str(refused.value) and "ftp://hub.example" in str(refused.value)
+    with pytest.raises(typer.Exit):
+        with one_line_errors():
+            raise PipelineError("http://user:secret@127.0.0.1:9/x: unreachable")
+    shown = capsys.readouterr().err
+    assert shown.strip() == "error: http://127.0.0.1:9/x: unreachable" and "secret" not in shown
