@@ -656,3 +656,19 @@ def test_a_settled_claim_has_the_settlings_verdict_everywhere(tmp_path, tiny_par
     assert details["settled"]["seeds_per_arm"] == 13
     (line,) = [line for line in decided_lines([result], tiny_params_dict) if "tncse-beats-untrained" in line]
     assert line.startswith("- **holds**") and "after 13 seeds per arm, settled (reports/settle/tncse-beats-untrained.json)" in line
+
+
+def test_the_first_screen_shows_each_kinds_own_numbers(tiny_params_dict):
+    """The evidence line is the kind's hook (`ClaimSpec.evidence_text`): a spread says its sd ratio (it read "ρ"
+    before), a range its number against the range, a kind without numbers of its own ours − paper or "—"."""
+    from pipeline.verdicts.claim import Verdict
+    from pipeline.verdicts.claims_file import ClaimsFile
+
+    spread = {"id": "steady", "claim": "steadier", "source": SOURCE, "kind": "spread", "backbone": "bert", "metric": "avg",
+              "paper": "…", "steadier": TNCSE, "other": UNTRAINED}
+    in_range = {"id": "norm", "claim": "norm 14–16", "source": SOURCE, "kind": "range", "backbone": "bert",
+                "subject": TNCSE, "column": "avg", "low": 14, "high": 16}
+    steady, norm = ClaimsFile.model_validate(claims_file(spread, in_range)).claims
+    assert steady.evidence_text(Verdict(steady, HOLDS, ours=0.42, p_value=0.01)) == "sd TNCSE / untrained twin 0.42, p 0.010"
+    assert norm.evidence_text(Verdict(norm, HOLDS, ours=15.2)) == "15.2 against [14, 16]"
+    assert norm.evidence_text(Verdict(norm, HOLDS)) == "—"

@@ -247,6 +247,14 @@ class ClaimSpec(Spec):
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         """The paper's side, for REPRODUCTION.md."""
 
+    def evidence_text(self, result: Verdict) -> str:
+        """A decided verdict's numbers in a few words, for the first screen of REPRODUCTION.md: ours − paper where
+        the kind has both, else "—". A kind with numbers of its own says them (its override)."""
+        if result.ours is not None and result.paper is not None:
+            interval = f" [{result.interval[0]:+.2f}, {result.interval[1]:+.2f}]" if result.interval else ""
+            return f"ours − paper {result.ours - result.paper:+.2f}{interval}"
+        return "—"
+
     def verdict_text(self, result: Verdict) -> str:
         notes = result.note.split("; ") if result.note else []
         notes += [part for pair in result.comparisons if pair.note for part in pair.note.split("; ")]

@@ -76,5 +76,8 @@ class CorrelationClaim(ClaimSpec):
             return "—"
         return f"ρ = {result.ours:+.2f} over {result.run}, one-sided permutation p = {result.p_value:.3f}"
 
+    def evidence_text(self, result: Verdict) -> str:
+        return f"ρ {result.ours:+.2f}, p {result.p_value:.3f}" if result.ours is not None and result.p_value is not None else "—"
+
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         return f"{self.paper} ({self.sign}, |ρ| ≥ {self.strength:g}: {self.strength_reason})"

@@ -97,3 +97,6 @@ class RangeClaim(_OneValueClaim):
 
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         return f"within [{self.low:g}, {self.high:g}]"
+
+    def evidence_text(self, result: Verdict) -> str:
+        return "—" if result.ours is None else f"{result.ours:.4g} against [{self.low:g}, {self.high:g}]"

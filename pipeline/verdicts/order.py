@@ -65,6 +65,14 @@ def flipped(estimate: Estimate) -> Estimate:
                    pair_interval=None if pair is None else (-pair[1], -pair[0]))
 
 
+def pair_evidence(pair: Comparison) -> str:
+    """better − worse, Δ and its interval at the precision the interval's width needs."""
+    places = decimals_for(pair.interval)
+    interval = (f" [{signed_text(pair.interval[0], places)}, {signed_text(pair.interval[1], places)}]" if pair.interval
+                else " (one run each)")
+    return f"{pair.better} − {pair.worse} {signed_text(pair.difference, places)}{interval}"
+
+
 class ComparisonClaim(ClaimSpec):
     """Models compared on one column: an STS score (paired bootstrap intervals) or an `analysis:`/`mteb:`
     path (no resamples: the point difference, against a `band` that says what difference counts)."""
@@ -189,6 +197,18 @@ class ComparisonClaim(ClaimSpec):
         pair.estimate = flipped(estimate) if self.lower_is_better else estimate
         pair.verdict = order_verdict(pair.estimate, margin)
         return pair
+
+    def evidence_text(self, result: Verdict) -> str:
+        """Its comparisons' Δ and intervals (two at most); with the paper's gap where it is smaller than the
+        paper's; with the deciding look where a settling decided it."""
+        shown = [pair_evidence(pair) for pair in result.comparisons if pair.difference is not None]
+        if not shown:
+            return super().evidence_text(result)
+        if result.verdict == SMALLER:
+            return f"{shown[0]}, the paper's gap {self.paper_gap():+.2f}"
+        if result.settled is not None:
+            return f"{shown[0]} after {result.settled['seeds_per_arm']} seeds per arm, settled ({result.settled['record']})"
+        return "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more pairs" if len(shown) > 2 else "")
 
     def _judge_unresampled(self, pair: Comparison, arms: list[Arm], margin: float) -> Comparison:
         """A metric without resamples (alignment, E_CLS, an MTEB mean): across seeds when both arms have

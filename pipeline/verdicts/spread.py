@@ -52,5 +52,10 @@ class SpreadClaim(ClaimSpec):
         return (f"sd {self.steadier.label} / {self.other.label} = {result.ours:.2f} over {result.run}, "
                 f"paired permutation one-sided p = {p_value}")
 
+    def evidence_text(self, result: Verdict) -> str:
+        if result.ours is None or result.p_value is None:
+            return "—"
+        return f"sd {self.steadier.label} / {self.other.label} {result.ours:.2f}, p {result.p_value:.3f}"
+
     def paper_text(self, result: Verdict, default_reason: str) -> str:
         return self.paper

@@ -19,7 +19,7 @@ from pipeline.reporting.inconsistencies import Inconsistency
 from pipeline.reporting.backbones import judged_backbone, title
 from pipeline.reporting.runs import SCORE_COLUMNS
 from pipeline.reporting.tables import Row, Table
-from pipeline.verdicts.claim import Verdict, decimals_for, signed_text
+from pipeline.verdicts.claim import Verdict
 from pipeline.verdicts.claims_file import verdict_counts
 from pipeline.verdicts.decidable import expected_by_chance
 from pipeline.verdicts.verdict_names import CONSISTENT, CONTRADICTED, DECIDED, FINDINGS, HOLDS, INCONCLUSIVE, SMALLER, VERDICTS, verdict_key
@@ -378,30 +378,9 @@ def _by_paper(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
     return groups
 
 
-def _pair_evidence(pair) -> str:
-    """better − worse, Δ and its interval at the precision the interval's width needs."""
-    places = decimals_for(pair.interval)
-    interval = (f" [{signed_text(pair.interval[0], places)}, {signed_text(pair.interval[1], places)}]" if pair.interval
-                else " (one run each)")
-    return f"{pair.better} − {pair.worse} {signed_text(pair.difference, places)}{interval}"
-
-
 def _decided_evidence(result: Verdict) -> str:
-    """A decided claim's numbers in a few words: its comparisons' Δ and intervals (two at most), a value
-    claim's ours − paper, a correlation's ρ and p."""
-    shown = [_pair_evidence(pair) for pair in result.comparisons if pair.difference is not None]
-    if shown and result.verdict == SMALLER:
-        return f"{shown[0]}, the paper's gap {result.claim.paper_gap():+.2f}"
-    if result.settled is not None:
-        return f"{shown[0]} after {result.settled['seeds_per_arm']} seeds per arm, settled ({result.settled['record']})"
-    if shown:
-        return "; ".join(shown[:2]) + (f"; and {len(shown) - 2} more pairs" if len(shown) > 2 else "")
-    if result.p_value is not None and result.ours is not None:
-        return f"ρ {result.ours:+.2f}, p {result.p_value:.3f}"
-    if result.ours is not None and result.paper is not None:
-        interval = f" [{result.interval[0]:+.2f}, {result.interval[1]:+.2f}]" if result.interval else ""
-        return f"ours − paper {result.ours - result.paper:+.2f}{interval}"
-    return "—"
+    """A decided claim's numbers in a few words: the kind's own (`ClaimSpec.evidence_text`)."""
+    return result.claim.evidence_text(result)
 
 
 def _fdr_text(result: Verdict) -> str:
