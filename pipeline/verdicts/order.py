@@ -5,7 +5,6 @@ resamples, a band); `OrderClaim` is one pair: `better` beats `worse`.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import replace
 from typing import Literal
@@ -23,7 +22,7 @@ from pipeline.verdicts.claim import (
     signed_text,
 )
 from pipeline.verdicts.estimates import Estimate, compare_arms, scale_resolution
-from pipeline.verdicts import sizing
+from pipeline.verdicts import sequential, sizing
 from pipeline.verdicts.rules import at_the_edge, order_verdict, smaller_than_paper
 from pipeline.verdicts.verdict_names import (
     CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE, SMALLER,
@@ -349,15 +348,15 @@ class OrderClaim(ComparisonClaim):
         if found is None or len(found.plan.looks) < 2:
             return None  # nothing settling could add: the fixed 95 % look is the design's only one
         level, z = float(found.plan.nominal_levels[0]), found.plan.boundaries_z[0]
-        # the look's own interval, as settling computes it (`sequential.look_interval`): q₁ on the seeds, z₁ on τ
-        half = math.sqrt(found.plan.paired_t[0] ** 2 * estimate.seed_se ** 2 + z ** 2 * estimate.tau ** 2)
+        # the look's own interval, as settling computes it (`sequential.look_interval`)
+        half = float(sequential.paired_look_half_width(found.plan, 0, estimate.seed_se ** 2, estimate.tau ** 2))
         pair.estimate = replace(estimate, interval=(estimate.difference - half, estimate.difference + half), half_width=half, level=level)
         pair.interval = flipped(pair.estimate).interval if self.lower_is_better else pair.estimate.interval
         pair.verdict = order_verdict(pair.estimate, self.margin)
         looks = ", ".join(map(str, found.plan.looks))
         pair.note = "; ".join(filter(None, [pair.note, (
             f"judged at look 1 of its settling design (looks at {looks} seeds per arm for {effect[1]} at "
-            f"{found.power:.0%} power; boundary z {found.plan.boundaries_z[0]:.2f}, a {level:.2%} interval), so that "
+            f"{found.power:.0%} power; boundary z {z:.2f}, a {level:.2%} interval), so that "
             "settling it spends no second error")]))
         return sizing.design_record(found, effect[1])
 

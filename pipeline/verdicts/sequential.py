@@ -207,9 +207,13 @@ def look_interval(sequential: SequentialPlan, look: int, batch: Batch) -> tuple[
     paired = np.all(batch.df == sequential.looks[look] - 1)
     if sequential.paired_t is None or sequential.plug_in or not paired:
         return batch.interval(float(sequential.nominal_levels[look]))
-    z = sequential.boundaries_z[look]
-    half = np.sqrt(sequential.paired_t[look] ** 2 * batch.seed_var + z ** 2 * np.asarray(batch.tau2, dtype=float))
+    half = paired_look_half_width(sequential, look, batch.seed_var, np.asarray(batch.tau2, dtype=float))
     return batch.difference - half, batch.difference + half
+
+
+def paired_look_half_width(sequential: SequentialPlan, look: int, seed_var, tau2):
+    """h_k of a paired look: √(q_k² V_s + z_k² τ²), the calibrated q_k on the seed part, z_k on the pair noise."""
+    return np.sqrt(sequential.paired_t[look] ** 2 * seed_var + sequential.boundaries_z[look] ** 2 * tau2)
 
 
 def conditional_power(sequential: SequentialPlan, look: int, batch: Batch, margin: float, paired: bool) -> np.ndarray:

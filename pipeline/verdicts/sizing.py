@@ -99,6 +99,13 @@ def plan_of_record(record: dict, cap: int | None = None) -> sequential.Sequentia
                                      paired_t=None if paired_t is None else tuple(paired_t[index] for index in keep))
 
 
+def design_of_record(record: dict, cap: int | None = None) -> Design:
+    """The design a record holds (`design_record`), its plan truncated at `cap` (`plan_of_record`)."""
+    plan = plan_of_record(record, cap)
+    return Design(plan, record["effect"], record["power"], record["fixed_seeds"], record["designed_seeds"],
+                  plan.looks[-1] < record["looks"][-1], record["achieved_power"], record["expected_seeds"])
+
+
 def pair_noise_floor(tau2: float, power: float = DESIGN_POWER, level: float = LEVEL) -> float:
     """The smallest effect any number of seeds can decide with `power` when every seed shares pair noise τ²."""
     return (stats.norm.isf((1 - level) / 2) + stats.norm.ppf(power)) * math.sqrt(max(tau2, 0.0))
@@ -127,16 +134,6 @@ def inflation(looks: tuple[int, ...], power: float) -> float:
     boundaries = sequential.spending_boundaries(tuple(fractions))
     fixed = stats.norm.isf((1 - LEVEL) / 2) + stats.norm.ppf(power)
     return max(1.0, (canonical_drift(fractions, boundaries, power) / fixed) ** 2)
-
-
-def stoppable(plan: sequential.SequentialPlan, effect: float, sd: float, tau2: float, paired: bool,
-              keep_first: bool) -> tuple[int, ...]:
-    """The plan's looks that stop at least MIN_STOP_SHARE of trials at `effect` (the last always; the first
-    when `keep_first`)."""
-    run = sequential.simulate(plan, effect, sd, tau2, paired=paired, trials=4000)
-    last = len(plan.looks) - 1
-    return tuple(seeds for index, (seeds, share) in enumerate(zip(plan.looks, run.stop_look))
-                 if index == last or share >= MIN_STOP_SHARE or (keep_first and index == 0))
 
 
 def design(effect: float, sd: float, tau2: float, paired: bool = True, power: float = DESIGN_POWER,
@@ -169,10 +166,14 @@ def design(effect: float, sd: float, tau2: float, paired: bool = True, power: fl
 
 def _stoppable_plan(top: int, first: int, first_fixed: bool, effect: float, sd: float, tau2: float,
                     paired: bool) -> tuple[sequential.SequentialPlan, sequential.Simulated]:
-    """The plan to `top` seeds per arm with every look that cannot stop dropped, and its run at `effect`."""
+    """The plan to `top` seeds per arm with every look that stops fewer than MIN_STOP_SHARE of trials at `effect`
+    dropped (the last kept always, the first when `first_fixed`), and its run at `effect`."""
     plan = sequential.plan(top, first)
     while True:
-        kept = stoppable(plan, effect, sd, tau2, paired, first_fixed)
+        run = sequential.simulate(plan, effect, sd, tau2, paired=paired, trials=4000)
+        last = len(plan.looks) - 1
+        kept = tuple(seeds for index, (seeds, share) in enumerate(zip(plan.looks, run.stop_look))
+                     if index == last or share >= MIN_STOP_SHARE or (first_fixed and index == 0))
         if kept == plan.looks:
-            return plan, sequential.simulate(plan, effect, sd, tau2, paired=paired, trials=4000)
+            return plan, run
         plan = sequential.plan(top, first, looks=kept)

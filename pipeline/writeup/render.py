@@ -378,11 +378,6 @@ def _by_paper(verdicts: list[Verdict]) -> dict[str, list[Verdict]]:
     return groups
 
 
-def _decided_evidence(result: Verdict) -> str:
-    """A decided claim's numbers in a few words: the kind's own (`ClaimSpec.evidence_text`)."""
-    return result.claim.evidence_text(result)
-
-
 def _fdr_text(result: Verdict) -> str:
     """A decided claim's Benjamini–Hochberg-adjusted p-value and whether it survives a 5 % false-discovery rate."""
     if result.p_adjusted is None or result.verdict not in DECIDED:
@@ -417,7 +412,7 @@ def decided_lines(verdicts: list[Verdict], params: dict) -> list[str]:
     for result in decided:
         origin = "" if result.claim.origin == "paper" else " (the project's question)"
         edge = ", at the edge" if result.at_edge else ""
-        lines.append(f"- **{result.verdict}**{edge}: `{result.claim.id}`{origin}: {_decided_evidence(result)}{_fdr_text(result)}")
+        lines.append(f"- **{result.verdict}**{edge}: `{result.claim.id}`{origin}: {result.claim.evidence_text(result)}{_fdr_text(result)}")
     return lines + [""]
 
 

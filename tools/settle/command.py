@@ -181,10 +181,7 @@ def _choose_design(target: SettleTarget, paper: bool, observed: dict, sd: float,
                             "a look needs 2 (leave the budget out to see what the design needs)")
     cap = min([cap for cap in (costs.max_seeds, max_seeds) if cap is not None], default=None)
     if published is not None:
-        design = sizing.Design(sizing.plan_of_record(published, cap), published["effect"], published["power"],
-                               published["fixed_seeds"], published["designed_seeds"], bool(cap and cap < published["looks"][-1]),
-                               published["achieved_power"], published["expected_seeds"])
-        return costs, design, f"{published['effect_source']}, the published design", published
+        return costs, sizing.design_of_record(published, cap), f"{published['effect_source']}, the published design", published
     effect_value, effect_source = planned_effect(target, effect)
     design = _design(target, effect_value, sd, tau2, power, cap, costs.paid_seeds)
     record = sizing.design_record(design, effect_source)
