@@ -6,7 +6,8 @@ the stage's module imports), the embedding store's key (the code that shapes the
 inside functions count (a stage imports lazily what only some settings need); importing a module
 runs its packages' `__init__.py` too, so those count as well. A module loaded by name rather than by an
 import statement (a loss term's "module:attribute") counts for whoever runs its loader: the loader's
-registry says which modules (`loaded_by_name`).
+registry says which modules (`loaded_by_name`). A registry that imports every module of a plugin package
+(`pipeline.plugins.load_plugins("<package>")`) imports them all, read from that call's literal.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
+
+from pipeline.plugins import plugin_modules
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PROJECT_PACKAGES = ("pipeline", "stages", "tools")
@@ -40,16 +43,27 @@ def _with_packages(file: Path, root: Path) -> set[Path]:
     return files
 
 
-def _imported_modules(file: Path) -> set[str]:
-    """The dotted names a file's import statements reach: `from a.b import c` reaches a.b and a.b.c."""
+def _imported_modules(file: Path, root: Path) -> set[str]:
+    """The dotted names a file's import statements reach: `from a.b import c` reaches a.b and a.b.c; a
+    `load_plugins("<package>")` call reaches every module of that package."""
     modules: set[str] = set()
     for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if (package := _plugin_package(node)) is not None:
+            modules |= {package, *plugin_modules(root.joinpath(*package.split(".")), package)}
+        elif isinstance(node, ast.Import):
             modules.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             modules.add(node.module)
             modules.update(f"{node.module}.{alias.name}" for alias in node.names)
     return modules
+
+
+def _plugin_package(node: ast.AST) -> str | None:
+    """The package a `load_plugins("<package>")` call names, None for any other node."""
+    if not (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None
+    called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+    return node.args[0].value if called == "load_plugins" and isinstance(node.args[0].value, str) else None
 
 
 def loaded_by_name() -> dict[str, tuple[str, ...]]:
@@ -63,6 +77,8 @@ def loaded_by_name() -> dict[str, tuple[str, ...]]:
 
 # Project files that call importlib without loading project code that decides a result, and why.
 NOT_FOLLOWED = {
+    "pipeline/plugins.py": "imports the modules of the package its caller names; each `load_plugins(...)` call is read "
+                           "as importing them (`_plugin_package`)",
     "pipeline/data/sources.py": "loads an installed package that ships a backbone (`package:<module>`), no project module",
     "tools/benchmark/startup.py": "times the import of stage modules in probe processes; bench/dvc.yaml reruns on any "
                                   "library change and `dvc repro -f` measures again",
@@ -81,7 +97,7 @@ def project_files(relative: str, root: Path = REPO_ROOT) -> tuple[str, ...]:
         if file in found:
             continue
         found.add(file)
-        for module in _imported_modules(file) | set(loaded.get(file.relative_to(root).as_posix(), ())):
+        for module in _imported_modules(file, root) | set(loaded.get(file.relative_to(root).as_posix(), ())):
             imported = _module_file(module, root)
             if imported is not None:
                 todo.extend(_with_packages(imported, root) - found)

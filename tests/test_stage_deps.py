@@ -135,3 +135,37 @@ def test_every_loader_by_name_is_followed_or_says_why_not():
     loaders = {file.relative_to(REPO_ROOT).as_posix() for folder in PROJECT_PACKAGES
                for file in (REPO_ROOT / folder).rglob("*.py") if loading.search(file.read_text(encoding="utf-8"))}
     assert loaders == set(loaded_by_name()) | set(NOT_FOLLOWED)
+
+
+def test_a_plugin_package_loaded_by_its_registry_is_a_dep_as_a_folder(tmp_path):
+    """`load_plugins("<package>")` imports every module of the package: each counts as run, and the folder is one dep,
+    so a module added there later is a dep without rewriting dvc.yaml."""
+    (tmp_path / "pipeline" / "things").mkdir(parents=True)
+    (tmp_path / "pipeline" / "__init__.py").write_text("")
+    (tmp_path / "pipeline" / "registry.py").write_text(
+        "from pipeline.plugins import load_plugins\n\ndef entries():\n    load_plugins('pipeline.things')\n")
+    (tmp_path / "pipeline" / "plugins.py").write_text("")
+    (tmp_path / "pipeline" / "things" / "__init__.py").write_text("")
+    (tmp_path / "pipeline" / "things" / "one.py").write_text("")
+    (tmp_path / "pipeline" / "things" / "_helper.py").write_text("")  # not an entry, not loaded
+    assert project_files("pipeline/registry.py", tmp_path) == (
+        "pipeline/__init__.py", "pipeline/plugins.py", "pipeline/registry.py", "pipeline/things/__init__.py",
+        "pipeline/things/one.py")
+    (tmp_path / "pipeline" / "things" / "_helper.py").unlink()
+    assert dvc_code_deps("pipeline/registry.py", tmp_path) == [
+        "pipeline/__init__.py", "pipeline/plugins.py", "pipeline/registry.py", "pipeline/things"]
+
+
+def test_load_plugins_imports_each_module_of_the_package_in_name_order(tmp_path, monkeypatch):
+    from pipeline.plugins import load_plugins
+
+    package = tmp_path / "plugin_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("LOADED = []\n")
+    for name in ("b_second", "a_first", "_private"):
+        (package / f"{name}.py").write_text(f"from plugin_probe import LOADED\nLOADED.append({name!r})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert load_plugins("plugin_probe") == ("plugin_probe.a_first", "plugin_probe.b_second")
+    assert sys.modules["plugin_probe"].LOADED == ["a_first", "b_second"]
+    for name in [name for name in sys.modules if name.startswith("plugin_probe")]:
+        monkeypatch.delitem(sys.modules, name)
