@@ -33,7 +33,6 @@ Readings of the equations, where the papers leave room (see also docs/method.md)
 import functools
 import importlib
 import math
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
@@ -43,7 +42,7 @@ from torch.nn import functional as F
 
 from pipeline.errors import PipelineError
 from pipeline.declarations import loss_terms
-from pipeline.declarations.loss_terms import NORM_INPUTS
+from pipeline.declarations.loss_terms import NORM_INPUTS, LossTerm
 from pipeline.settings_rules import validate_gaussian
 
 
@@ -278,19 +277,6 @@ class ObjectiveInputs:
     ictn_kernel: IctnKernel = ictn  # the benchmark's baseline passes the released code's per-sample loop
     direction: torch.Tensor | None = None  # JTCSE's R drawn beforehand (a compiled step's input)
     term_settings: Mapping[str, Any] = field(default_factory=loss_terms.term_setting_defaults)
-
-
-class LossTerm(ABC):
-    """The implementation of one declared term of the twin objective."""
-
-    @abstractmethod
-    def compute(self, inputs: ObjectiveInputs) -> torch.Tensor:
-        """The term's value on these inputs."""
-
-    def reads_pooler(self, term_settings: Mapping[str, Any]) -> bool:
-        """Whether it reads the pooler output h^P under these settings: when no selected term does, the
-        pooler layers get no gradient, which DDP must be told (`find_unused_parameters`)."""
-        return False
 
 
 class _BothTowersNce(LossTerm):

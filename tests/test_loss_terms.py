@@ -49,11 +49,43 @@ def align_term(monkeypatch):
     return loss_terms.declare_loss_term(declaration)
 
 
-def test_the_declarations_are_the_papers_three_terms_in_summation_order():
-    assert loss_terms.loss_term_names() == ("nce", "icnce", "ictn")
-    assert [name for name in loss_terms.loss_term_names() if losses.loss_term(name).reads_pooler({"norm_input": "pooler"})] == ["ictn"]
-    assert not any(losses.loss_term(name).reads_pooler({"norm_input": "last_hidden_cls"}) for name in loss_terms.loss_term_names())
-    assert loss_terms.term_setting_defaults() == {"norm_factor": 0.5, "norm_input": "pooler"}
+def test_the_papers_three_terms_come_first_in_summation_order_and_are_the_default_objective():
+    assert loss_terms.loss_term_names()[:3] == loss_terms.PAPERS_OBJECTIVE == ("nce", "icnce", "ictn")
+    papers = loss_terms.PAPERS_OBJECTIVE
+    assert [name for name in papers if losses.loss_term(name).reads_pooler({"norm_input": "pooler"})] == ["ictn"]
+    assert not any(losses.loss_term(name).reads_pooler({"norm_input": "last_hidden_cls"}) for name in papers)
+    assert {key: owner for key, (owner, _) in loss_terms.term_settings().items() if owner in papers} == {
+        "norm_factor": "ictn", "norm_input": "ictn"}
+    assert {key: loss_terms.term_setting_defaults()[key] for key in ("norm_factor", "norm_input")} == {
+        "norm_factor": 0.5, "norm_input": "pooler"}
+
+
+def _random_twin_output(pairs: int = 4, dim: int = 8):
+    """A twin's outputs as the objective reads them: h^L, h^P and JTCSE's cross outputs of 2 towers × 2N views."""
+    from types import SimpleNamespace
+
+    generator = torch.Generator().manual_seed(0)
+    tensors = [torch.randn(2, 2 * pairs, dim, generator=generator, requires_grad=True) for _ in range(3)]
+    return SimpleNamespace(last_cls=tensors[0], pooler_output=tensors[1], cross_cls=tensors[2]), tensors
+
+
+@pytest.mark.parametrize("name", loss_terms.loss_term_names())
+def test_every_declared_term_meets_the_contract(name):
+    """What any term must be, read from the registry (a term added in pipeline/objective_terms/ is checked here too):
+    its implementation a LossTerm, its settings defaulted and valid, a finite differentiable scalar on a twin's
+    outputs, alone and with the papers' terms."""
+    declaration = loss_terms.LOSS_TERM_DECLARATIONS[name]
+    assert declaration.description and isinstance(losses.loss_term(name), loss_terms.LossTerm)
+    for key, setting in declaration.settings.items():
+        assert setting.validate(f"train.{key}", setting.default) == setting.default
+    for selection in ([name], [*loss_terms.PAPERS_OBJECTIVE, name]):
+        out, tensors = _random_twin_output()
+        objective = losses.TwinObjective.of(list(dict.fromkeys(selection)))
+        value = objective(out, generator=torch.Generator().manual_seed(1))
+        assert value.total.dim() == 0 and torch.isfinite(value.total) and set(value.terms) == set(selection)
+        value.total.backward()
+        assert any(tensor.grad is not None and tensor.grad.abs().sum() > 0 for tensor in tensors)
+    assert isinstance(losses.loss_term(name).reads_pooler(loss_terms.term_setting_defaults()), bool)
 
 
 def test_a_term_with_its_own_setting_trains_a_twin_step(align_term, tmp_path):
@@ -86,7 +118,7 @@ def test_a_terms_setting_is_checked_and_defaulted_by_its_declaration(align_term)
 
 
 def test_an_unknown_term_names_the_declarations(align_term):
-    with pytest.raises(PipelineError, match="names unknown loss magic; allowed: nce, icnce, ictn, align"):
+    with pytest.raises(PipelineError, match="names unknown loss magic; allowed: nce, icnce, ictn, .*align"):
         loss_terms.validate_loss_names(["nce", "magic"])
     with pytest.raises(PipelineError, match="declared twice"):
         loss_terms.declare_loss_term(align_term)

@@ -1,7 +1,6 @@
 """The files a module runs, read from its imports (pipeline/code_deps.py), and the writer of each stage's code
 deps in dvc.yaml (tools/stage_deps.py)."""
 
-import hashlib
 import json
 import os
 import re
@@ -14,7 +13,6 @@ import yaml
 
 from conftest import REPO_ROOT
 from pipeline.code_deps import NOT_FOLLOWED, PROJECT_PACKAGES, dvc_code_deps, loaded_by_name, project_files
-from pipeline.declarations import loss_terms
 from tools.stage_deps import rewritten, stated_and_expected
 
 
@@ -48,20 +46,19 @@ def test_the_rewrite_replaces_only_code_entries():
 
 # ---- modules loaded by name (issue 64): a loss term in a file of its own --------------------------------
 
-TERM_FILE = "pipeline/alignment_term.py"
-TERM_SOURCE = '''"""A term of the twin objective in a file of its own, loaded only by its declared name."""
-from pipeline.losses import LossTerm, ObjectiveInputs
+TERM_FILE = "pipeline/objective_terms/alignment.py"
+TERM_SOURCE = '''"""A term of the twin objective in a module of its own, declaring itself."""
+from pipeline.declarations.loss_terms import LossTerm, LossTermDeclaration, declare_loss_term
 
 
 class _Alignment(LossTerm):
-    def compute(self, inputs: ObjectiveInputs):
+    def compute(self, inputs):
         return (inputs.out.last_cls[0] - inputs.out.last_cls[1]).pow(2).mean()
 
 
 ALIGNMENT_TERM = _Alignment()
+declare_loss_term(LossTermDeclaration("align", "the towers' squared distance", f"{__name__}:ALIGNMENT_TERM"))
 '''
-TERM_DECLARATION = ('\ndeclare_loss_term(LossTermDeclaration("align", "the towers\' squared distance", '
-                    '"pipeline.alignment_term:ALIGNMENT_TERM"))\n')
 
 
 def repository_copy(tmp_path: Path) -> Path:
@@ -75,21 +72,19 @@ def repository_copy(tmp_path: Path) -> Path:
     return copy
 
 
-def test_a_term_in_its_own_file_is_a_dep_of_every_stage_that_runs_the_objective(tmp_path, monkeypatch):
-    """`pipeline.losses` imports a term's module by its declared name; no import statement names it."""
+def test_a_term_in_its_own_module_is_a_dep_of_every_stage_that_reads_the_settings(tmp_path):
+    """The settings load every module of pipeline/objective_terms/ (no import statement names one): the folder is a dep
+    of every stage that validates params.yaml, so a term added there needs no rewrite of dvc.yaml."""
     copy = repository_copy(tmp_path)
     (copy / TERM_FILE).write_text(TERM_SOURCE)
-    declared = {**loss_terms.LOSS_TERM_DECLARATIONS, "align": loss_terms.LossTermDeclaration(
-        "align", "the towers' squared distance", "pipeline.alignment_term:ALIGNMENT_TERM")}
-    monkeypatch.setattr(loss_terms, "LOSS_TERM_DECLARATIONS", declared)
-    runs_objective = set()
+    reads_terms = set()
     for stage in sorted((copy / "stages").glob("*.py")):
         relative = stage.relative_to(copy).as_posix()
         files = project_files(relative, copy)
-        assert (TERM_FILE in files) == ("pipeline/losses.py" in files), relative
-        assert (TERM_FILE in files) == (TERM_FILE in dvc_code_deps(relative, copy)), relative
-        runs_objective |= {stage.stem} if TERM_FILE in files else set()
-    assert {"joint", "pretrain", "distill"} <= runs_objective and "evaluate" not in runs_objective
+        assert (TERM_FILE in files) == ("pipeline/declarations/loss_terms.py" in files), relative
+        assert (TERM_FILE in files) == ("pipeline/objective_terms" in dvc_code_deps(relative, copy)), relative
+        reads_terms |= {stage.stem} if TERM_FILE in files else set()
+    assert {"joint", "jtcse", "pretrain", "distill"} <= reads_terms
 
 
 def _changed_deps(repository: Path, stage: str) -> dict[str, str]:
@@ -99,33 +94,17 @@ def _changed_deps(repository: Path, stage: str) -> dict[str, str]:
     return {path: how for change in changes if isinstance(change, dict) for path, how in change.get("changed deps", {}).items()}
 
 
-def _as_if_reproduced(repository: Path, stage: str, relative: str) -> None:
-    """Record `relative`'s hash among `stage`'s deps in dvc.lock, as `dvc repro` would (there is no data here to run it)."""
-    lock = yaml.safe_load((repository / "dvc.lock").read_text())
-    content = (repository / relative).read_bytes()
-    lock["stages"][stage]["deps"].append({"path": relative, "hash": "md5", "md5": hashlib.md5(content).hexdigest(),
-                                          "size": len(content)})
-    (repository / "dvc.lock").write_text(yaml.safe_dump(lock, sort_keys=False))
-
-
-def test_editing_a_term_in_its_own_file_makes_dvc_rerun_joint(tmp_path):
-    """The real `dvc status` in a copy of the repository where a term is added in its own file, declared and
-    the code deps written (`tools.stage_deps --write`, the copy's own code)."""
+def test_adding_or_editing_a_term_in_its_own_module_makes_dvc_rerun_joint(tmp_path):
+    """The real `dvc status` in a copy of the repository, its dvc.lock as committed: the term's folder is already
+    a dep of joint, so adding a module there, and editing it later, changes that dep."""
     copy = repository_copy(tmp_path)
-    (copy / TERM_FILE).write_text(TERM_SOURCE)
-    with (copy / "pipeline" / "declarations" / "loss_terms.py").open("a") as registry:
-        registry.write(TERM_DECLARATION)
-    environment = {**os.environ, "PYTHONPATH": str(copy)}
-    subprocess.run([sys.executable, "-m", "tools.stage_deps", "--write"], cwd=copy, env=environment, check=True,
-                   capture_output=True)
     git = ["git", "-c", "user.email=test@example.org", "-c", "user.name=test"]
     subprocess.run(["git", "init", "-q"], cwd=copy, check=True)
-    _as_if_reproduced(copy, "joint", TERM_FILE)
     subprocess.run([*git, "add", "-A"], cwd=copy, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "a term in its own file"], cwd=copy, check=True)
-    assert TERM_FILE not in _changed_deps(copy, "joint")
-    (copy / TERM_FILE).write_text(TERM_SOURCE.replace(".pow(2)", ".abs()"))
-    assert _changed_deps(copy, "joint").get(TERM_FILE) == "modified"
+    subprocess.run([*git, "commit", "-q", "-m", "as committed"], cwd=copy, check=True)
+    assert "pipeline/objective_terms" not in _changed_deps(copy, "joint")
+    (copy / TERM_FILE).write_text(TERM_SOURCE)
+    assert _changed_deps(copy, "joint").get("pipeline/objective_terms") == "modified"
 
 
 def test_every_loader_by_name_is_followed_or_says_why_not():

@@ -4,13 +4,18 @@ A term's declaration is what the settings need of it: its name (allowed in `trai
 it is, and its own settings (`train.<setting>`, each with its type, default and constraints, as a
 pydantic field). Its implementation lives where the declaration points (`implementation`,
 "module:attribute", loaded by `pipeline.losses` on first use), so validating `params.yaml` imports
-no torch. Adding a term with a setting is its implementation's file, its `declare_loss_term` call and
-its test: the schema accepts the setting (`pipeline.config.TrainSettings`), the twin task passes it
-on and the objective hands it to the term (`ObjectiveInputs.term_settings`).
+no torch.
+
+The papers' three terms are declared below. Any other term is a module of `pipeline/objective_terms/` that declares
+itself (`declare_loss_term`) and holds its implementation (a `LossTerm`, whose tensor code needs no torch import
+at the module's top): every module there is loaded with this registry (`pipeline.plugins`), after the papers'
+three, in name order. The schema accepts its settings (`pipeline.config.TrainSettings`), the twin task passes
+them on and the objective hands them to the term (`ObjectiveInputs.term_settings`).
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
@@ -18,8 +23,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
-
 from pipeline.errors import PipelineError
+from pipeline.plugins import load_plugins
 
 # What the tensor-norm loss takes its norms from: the pooler output h^P (the papers' method) or the
 # last hidden [CLS] h^L (their LayerNorm study, TNCSE Figure 5 / JTCSE Fig. 8).
@@ -46,13 +51,28 @@ class TermSetting:
             raise PipelineError(f"{key}={value!r}: {message}") from None
 
 
+class LossTerm(ABC):
+    """The implementation of one declared term of the twin objective. Declared here, with no torch, so that a
+    term's module can hold its declaration and its implementation and still be loaded by the settings."""
+
+    @abstractmethod
+    def compute(self, inputs: Any) -> Any:
+        """The term's value (a 0-dim tensor, differentiable through `inputs.out`) on `inputs`, a
+        `pipeline.losses.ObjectiveInputs` (not imported: this layer imports no torch)."""
+
+    def reads_pooler(self, term_settings: Mapping[str, Any]) -> bool:
+        """Whether it reads the pooler output h^P under these settings: when no selected term does, the
+        pooler layers get no gradient, which DDP must be told (`find_unused_parameters`)."""
+        return False
+
+
 @dataclass(frozen=True)
 class LossTermDeclaration:
     """One switchable term of the twin objective (the loss-ablation tables switch them by `name`)."""
 
     name: str
     description: str
-    implementation: str  # "module:attribute" of its `pipeline.losses.LossTerm`
+    implementation: str  # "module:attribute" of its `LossTerm`
     settings: Mapping[str, TermSetting] = field(default_factory=dict)  # the train.* keys it owns
 
 
@@ -122,3 +142,6 @@ declare_loss_term(LossTermDeclaration(
             "pooler", description="the tensor-norm loss's norms: pooler output (the method) or last hidden [CLS] (the study)")),
     },
 ))
+
+# Every other term: a module of pipeline/objective_terms/ each (after the papers' three, in name order).
+load_plugins("pipeline.objective_terms")
