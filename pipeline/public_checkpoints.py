@@ -38,7 +38,7 @@ from pipeline.config import CheckpointSettings, Params
 from pipeline.params_file import describe_validation_error, read_yaml_file
 from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a model folder's files: one list for download and checkpoints
 from pipeline.code_deps import REPO_ROOT, project_files
-from pipeline.declarations.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, PAPERS_TASKS
+from pipeline.declarations.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, declared_tasks
 from pipeline.settings_rules import POOLERS
 from pipeline.data.sources import COMMIT
 from pipeline.errors import PipelineError
@@ -51,7 +51,7 @@ from pipeline.evaluated_models import WeightedTowers
 log = logging.getLogger(__name__)
 
 # The metric of our results behind each column (as tables.yaml reads reports/metrics/<model>.json), by table header.
-METRIC_OF_COLUMN = {task.short_name: (task.name, task.reported) for task in PAPERS_TASKS} | {AVERAGE_SHORT_NAME: (AVERAGE,)}
+METRIC_OF_COLUMN = {task.short_name: (task.name, task.reported) for task in declared_tasks()} | {AVERAGE_SHORT_NAME: (AVERAGE,)}
 COLUMNS = tuple(METRIC_OF_COLUMN)
 TOWERS_OF_KIND = {"single": 1, "twin": 2, "uc": 3}
 CACHE = paths.DATA / "cache" / "checkpoints"
@@ -342,6 +342,13 @@ def score_catalogue(params: Params, catalogue: Catalogue, cache_dir: Path = CACH
         for key, row in tqdm(rows.items(), desc="checkpoints", unit="row"):
             results[key] = score_row(key, row, params, tasks, endpoint, cache_dir, resamples)
     return {"source": settings.source, "scale": params.scale, "max_pairs": params.eval.max_pairs, "rows": results}
+
+
+def scored_columns(results: Mapping) -> tuple[str, ...]:
+    """The table's columns: each declared task some row was scored on (eval.tasks), in declaration order, and
+    the average; a declared task no run scores gets no empty column."""
+    scored = {task for entry in results.get("rows", {}).values() for task in entry.get("scores", {})}
+    return tuple(column for column in COLUMNS if METRIC_OF_COLUMN[column][0] in scored or column == AVERAGE_SHORT_NAME)
 
 
 def our_column(scores: Mapping, column: str) -> float | None:

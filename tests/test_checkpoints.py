@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from hub_standin import hub_standin, model_files, standin_commit
 from tiny_models import save_tiny_bert
 
+from pipeline.declarations import sts_tasks
 from pipeline import public_checkpoints as checkpoints
 from pipeline.public_checkpoints import Catalogue, load_catalogue, score_catalogue, weighted_towers
 from pipeline.params_file import parse_params
@@ -76,10 +77,14 @@ def _in_order(wanted: list[float], found: list[float]) -> bool:
     return all(any(value == candidate for candidate in remaining) for value in wanted)
 
 
+# The papers' columns, which the catalogue's numbers fill (a task declared beyond the seven is ours only).
+PAPERS_COLUMNS = (*(sts_tasks.short_name(name) for name in sts_tasks.PAPERS_TASK_NAMES), "Avg.")
+
+
 def test_paper_numbers_are_in_their_seed_tables(catalogue):
     """Every row's eight numbers appear, in order, on one line of the seed file it names."""
     for key, row in catalogue.rows.items():
-        wanted = [row.paper.scores[column] for column in checkpoints.COLUMNS]
+        wanted = [row.paper.scores[column] for column in PAPERS_COLUMNS]
         assert any(_in_order(wanted, line) for line in _seed_lines(row.paper.source)), key
 
 
@@ -87,7 +92,7 @@ def test_readme_averages_are_the_mean_of_their_tasks(catalogue):
     for key, row in catalogue.rows.items():
         if row.readme:
             scores = row.readme.scores
-            tasks = [scores[column] for column in checkpoints.COLUMNS[:-1]]
+            tasks = [scores[column] for column in PAPERS_COLUMNS[:-1]]
             assert abs(sum(tasks) / 7 - scores["Avg."]) <= 0.011, key
 
 

@@ -3,9 +3,13 @@ ones the pipeline wrote out before, and a task declared once is read and scored 
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,8 +23,11 @@ from pipeline.config import EvalSettings
 from pipeline.declarations import sts_tasks
 from pipeline.data.readers import read_stsb
 from pipeline.data.sts_pairs import load_sts_benchmark
+from pipeline.data.pinned import MANIFEST, read_sha256sums
 from pipeline.declarations.sts_tasks import (
+    POOLED,
     STS_TASK_REGISTRY,
+    Download,
     SplitFiles,
     StsTaskDeclaration,
     register_sts_task,
@@ -30,6 +37,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals
 from pipeline.evaluation.sts import embed_sentences, evaluate_embedder, format_table, headline_scores, load_tasks
 from pipeline.reporting import columns, runs
+from test_download import download_params
 
 # What the modules spelled out before the declarations (order included).
 SEVEN = ("STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark", "SICKRelatedness")
@@ -51,19 +59,39 @@ METRIC_OF_COLUMN = {
 }
 
 
+def _papers_part(items, names=(*SEVEN, "avg")):
+    """The entries of a derived list that belong to the papers' seven and the average (the lists also hold every
+    task a module of pipeline/sts_datasets/ declares, in a column of its own)."""
+    return [item for item in items if (item[1] if isinstance(item, tuple) else item).split(".")[0] in names]
+
+
 def test_the_derived_lists_are_the_ones_spelled_out_before():
     assert sts_tasks.PAPERS_TASK_NAMES == SEVEN
     assert EvalSettings().tasks == list(SEVEN)
-    assert tuple(STS_TASK_REGISTRY) == SEVEN
+    assert tuple(STS_TASK_REGISTRY)[:7] == SEVEN
     assert {task.name: task.subsets for task in sts_tasks.PAPERS_TASKS if task.pools_subsets} == YEAR_SUBSETS
-    assert list(runs.SCORE_COLUMNS.items()) == list(SCORE_COLUMNS.items())
-    assert checkpoints.COLUMNS == CHECKPOINT_COLUMNS
-    assert list(checkpoints.METRIC_OF_COLUMN.items()) == list(METRIC_OF_COLUMN.items())
+    assert _papers_part(list(runs.SCORE_COLUMNS.items())) == list(SCORE_COLUMNS.items())
+    papers_columns = [(column, metric[0]) for column, metric in checkpoints.METRIC_OF_COLUMN.items()]
+    assert [column for column, _ in _papers_part(papers_columns)] == list(CHECKPOINT_COLUMNS)
+    assert [(column, checkpoints.METRIC_OF_COLUMN[column]) for column in CHECKPOINT_COLUMNS] == list(METRIC_OF_COLUMN.items())
     assert [sts_tasks.short_name(name) for name in (*SEVEN, "avg", "undeclared")] == [
         "STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "Avg.", "undeclared"]
     year_columns = [column for task, subsets in YEAR_SUBSETS.items()
                     for column in (f"{task}.all", f"{task}.mean", *(f"{task}.subsets.{subset}" for subset in subsets))]
-    assert columns.sts_columns() == [*year_columns, "STSBenchmark.test", "SICKRelatedness.test", "avg"]
+    assert _papers_part(columns.sts_columns()) == [*year_columns, "STSBenchmark.test", "SICKRelatedness.test", "avg"]
+
+
+@pytest.mark.parametrize("task", sts_tasks.declared_tasks(), ids=lambda task: task.name)
+def test_every_declared_task_meets_the_contract(task):
+    """What any task must be, read from the registry (a task added in pipeline/sts_datasets/ is checked here too):
+    its files come from somewhere the download stage fetches (senteval.tar's pinned files, or its own downloads),
+    and it flows into every list the reports, metrics and checkpoints table read."""
+    pinned = read_sha256sums(MANIFEST)
+    for name in task.files.file_names:
+        assert f"senteval/{task.files.folder}/{name}" in pinned or name in task.downloads, (task.name, name)
+    assert task.score_column in runs.SCORE_COLUMNS and task.score_column in columns.sts_columns()
+    assert checkpoints.METRIC_OF_COLUMN[task.short_name] == (task.name, task.reported)
+    assert sts_tasks.short_name(task.name) == task.short_name and task.reported in (POOLED, *task.splits)
 
 
 def test_the_files_each_task_reads(tmp_path):
@@ -173,9 +201,60 @@ def test_the_registry_is_restored_and_refuses_a_second_or_impossible_declaration
         assert sts_tasks.sts_task("ToySTS") is toy
         with pytest.raises(ValueError, match="'ToySTS' is already declared"):
             register_sts_task(toy)
-    assert "ToySTS" not in STS_TASK_REGISTRY and tuple(STS_TASK_REGISTRY) == SEVEN
+    assert "ToySTS" not in STS_TASK_REGISTRY and tuple(STS_TASK_REGISTRY)[:7] == SEVEN
     with pytest.raises(PipelineError, match=r"^unknown STS task 'ToySTS'; allowed: STS12, STS13, .*SICKRelatedness$"):
         load_sts_benchmark(tmp_path, "ToySTS")
     with pytest.raises(ValueError, match="reports 'all'; it has: test"):
         register_sts_task(StsTaskDeclaration("ToySTS", "Toy", toy.files, "all"))
     assert "ToySTS" not in STS_TASK_REGISTRY
+
+
+# ---- a declared task's data step: the download stage fetches its files ----------------------------------------
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def served(tmp_path) -> Iterator[tuple[Path, str]]:
+    """A folder served over loopback HTTP, as a task's files would be at their URL: (folder, base URL)."""
+    folder = tmp_path / "served"
+    folder.mkdir()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _served_task(served, pinned: str | None = None) -> StsTaskDeclaration:
+    folder, url = served
+    rows = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{gold}\treference\ts{i}\n" for i, gold in enumerate(GOLDS)]
+    (folder / "toy-test.csv").write_text("".join(rows), encoding="utf-8")
+    digest = pinned or hashlib.sha256((folder / "toy-test.csv").read_bytes()).hexdigest()
+    return StsTaskDeclaration("ToySTS", "Toy", SplitFiles("STS/Toy", {"test": "toy-test.csv"}, "stsb"), "test",
+                              {"toy-test.csv": Download(f"{url}/toy-test.csv", digest)})
+
+
+def test_the_download_stage_fetches_a_declared_tasks_files_and_the_evaluator_reads_them(tmp_path, served, tiny_params_dict, mirror):
+    tiny_params_dict["data"]["wiki"]["limit"] = 100
+    with registered(_served_task(served)):
+        summary = download_params(tiny_params_dict, tmp_path / "data")
+        senteval = tmp_path / "data" / "raw" / "senteval"
+        (task,) = load_tasks(senteval, ["ToySTS"])
+    assert (senteval / "STS" / "Toy" / "toy-test.csv").read_bytes() == (served[0] / "toy-test.csv").read_bytes()
+    assert summary.senteval_files == 1 + sum(1 for path in (MIRROR / "senteval").rglob("*") if path.is_file())
+    assert len(task.subsets["test"]) == len(GOLDS)
+
+
+def test_a_declared_file_that_differs_from_its_pin_is_one_line_and_nothing_is_written(tmp_path, served, tiny_params_dict, mirror):
+    tiny_params_dict["data"]["wiki"]["limit"] = 100
+    with registered(_served_task(served, pinned="0" * 64)), pytest.raises(PipelineError) as refused:
+        download_params(tiny_params_dict, tmp_path / "data")
+    assert str(refused.value).startswith(f"{served[1]}/toy-test.csv (STS task ToySTS's toy-test.csv) has sha256 ")
+    assert "pins " + "0" * 64 in str(refused.value) and "\n" not in str(refused.value)
+    assert not (tmp_path / "data" / "raw" / "senteval").exists()
+    with pytest.raises(ValueError, match=r"downloads \['other.csv'\]; its files are \['toy-test.csv'\]"):
+        register_sts_task(StsTaskDeclaration("Other", "O", SplitFiles("o", {"test": "toy-test.csv"}, "stsb"), "test",
+                                             {"other.csv": Download("http://example.org/o", "0" * 64)}))

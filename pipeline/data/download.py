@@ -2,7 +2,8 @@
 
 Layout written under `data/`:
   raw/corpus.txt      Wiki1M (first `data.wiki.limit` lines) + unlabelled SICK sentences, deduplicated
-  raw/senteval/       SentEval-processed STS12–16, STS-B and SICK (the layout of `senteval.tar`)
+  raw/senteval/       SentEval-processed STS12–16, STS-B and SICK (the layout of `senteval.tar`), and the files of
+                      every other declared STS task (its `downloads`, each checked against its pinned sha256)
   raw/original/       STS-B as originally released (cased, with genres: the local MTEB tasks read it)
   backbone/           the backbone's files as published: config, model.safetensors, tokenizer (copied, not re-saved)
   uc/                 the existing unsupervised checkpoint of the UC ensemble
@@ -21,7 +22,9 @@ from typing import Iterator, Sequence
 
 from pipeline.config import BackboneSettings, DataSettings
 from pipeline.data.archives import extract_archive
+from pipeline.cache_entries import sha256_of
 from pipeline.data.pinned import InputManifest, lines_digest, wiki_key
+from pipeline.declarations.sts_tasks import declared_tasks
 from pipeline.data.readers import first_non_utf8_line, read_sick
 from pipeline.data.sources import (
     MIRROR_HINT, MIRROR_VARIABLE, PACKAGE_PREFIX, URL_MAX_BYTES, Mirror, check_fetchable, fetch_backbone, fetch_hub_file,
@@ -126,6 +129,32 @@ def _senteval_folder(data: DataSettings, mirror: Mirror | None, scratch: Path, m
     manifest.check_complete(BENCHMARK_PREFIXES, f"{data.senteval_filename} of {data.senteval_repo_id}",
                             "is it SimCSE's senteval.tar? set data.senteval_revision to its pinned commit")
     return downstream
+
+
+def _fetch_declared_downloads(scratch: Path) -> dict[str, Path]:
+    """The files of the declared STS tasks that senteval.tar does not ship (each task's `downloads`), fetched and
+    checked against their pinned digests: their path under the SentEval root → the checked file in `scratch`."""
+    fetched = {}
+    for task in declared_tasks():
+        for name, source in task.downloads.items():
+            relative = f"{task.files.folder}/{name}"
+            path = fetch_url(source.url, scratch / "declared" / relative)
+            digest = sha256_of(path)
+            if digest != source.sha256:
+                raise PipelineError(
+                    f"{without_userinfo(source.url)} (STS task {task.name}'s {name}) has sha256 {digest}; its declaration "
+                    f"pins {source.sha256}. If it is the file you want, pin its digest in the task's module")
+            fetched[relative] = path
+    if fetched:
+        log.info("[download] %d file(s) of declared STS tasks beyond senteval.tar, checked", len(fetched))
+    return fetched
+
+
+def _add_declared_files(fetched: dict[str, Path], senteval: Path) -> int:
+    for relative, path in fetched.items():
+        (senteval / relative).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, senteval / relative)
+    return len(fetched)
 
 
 def _write_senteval(folder: Path, mirror: Mirror | None, destination: Path) -> int:
@@ -268,6 +297,7 @@ def download(
     with scratch_directory(raw) as scratch:  # everything fetched and checked first, then written
         wiki = _read_wiki(_wiki_file(data, mirror, scratch, manifest), data.wiki.limit, manifest)
         senteval_folder = _senteval_folder(data, mirror, scratch, manifest)
+        declared = _fetch_declared_downloads(scratch)
         stsb = _original_stsb_files(mirror, scratch, manifest)
         sick = sick_sentences(senteval_folder, data.sick_splits) if data.add_sick else []
         corpus = build_corpus(wiki, sick)
@@ -277,6 +307,7 @@ def download(
         check_layer_count(backbone, scratch / "backbone")
 
         senteval_files = _write_senteval(senteval_folder, mirror, at(paths.SENTEVAL))
+        senteval_files += _add_declared_files(declared, at(paths.SENTEVAL))
         with atomic_directory(at(paths.ORIGINAL_BENCHMARKS)) as original:
             (original / "STSBenchmark").mkdir()
             for name, path in stsb.items():

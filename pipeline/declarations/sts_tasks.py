@@ -8,18 +8,22 @@ reports ("all" over the subsets pooled, or the test split's). The evaluator, the
 the report's columns and its file checks read these declarations instead of restating the names.
 
 `PAPERS_TASKS` are the papers' seven, in their tables' order: the headline average ("7-STS avg.") is
-over them whatever else `eval.tasks` holds. `register_sts_task` adds another (a test's), which the
-evaluator then reads and scores like the seven, in a column of its own.
+over them whatever else `eval.tasks` holds. Any other task is a module of `pipeline/sts_datasets/` that
+registers itself (`register_sts_task`); every module there is loaded with this registry (`pipeline.plugins`),
+after the seven, in name order. Its files, which senteval.tar does not ship, are its `downloads`: the
+download stage fetches each into the SentEval root and checks it against its pinned digest. The evaluator
+reads and scores it like the seven, in a column of its own (reports, metrics, the checkpoints table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from pipeline.errors import PipelineError
+from pipeline.plugins import load_plugins
 
 POOLED = "all"  # a task's score over all its subsets' pairs concatenated (SentEval's "all")
 # The mean of the papers' seven tasks' reported scores: its key in every results file and its table header.
@@ -37,6 +41,11 @@ class SubsetFiles:
     subsets: tuple[str, ...]
     splits: ClassVar[tuple[str, ...]] = ("test",)
 
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        """Its files' names in its folder: each subset's pairs and gold."""
+        return tuple(f"STS.{kind}.{subset}.txt" for subset in self.subsets for kind in ("input", "gs"))
+
 
 @dataclass(frozen=True)
 class SplitFiles:
@@ -52,8 +61,25 @@ class SplitFiles:
     def splits(self) -> tuple[str, ...]:
         return tuple(self.files)
 
+    @property
+    def file_names(self) -> tuple[str, ...]:
+        return tuple(self.files.values())
+
     def path(self, senteval_root: Path | str, split: str) -> Path:
         return Path(senteval_root) / self.folder / self.files[split]
+
+
+@dataclass(frozen=True)
+class Download:
+    """A task's file that senteval.tar does not ship: fetched by the download stage from `url` and checked
+    against `sha256` (the file's pinned content: a file that differs stops the download)."""
+
+    url: str
+    sha256: str
+
+    def __post_init__(self):
+        if not (len(self.sha256) == 64 and all(character in "0123456789abcdef" for character in self.sha256)):
+            raise ValueError(f"sha256 {self.sha256!r} of {self.url} is not 64 lowercase hex digits")
 
 
 @dataclass(frozen=True)
@@ -66,6 +92,7 @@ class StsTaskDeclaration:
     short_name: str  # its table header, e.g. "STS-B"
     files: SubsetFiles | SplitFiles  # where its pairs lie under the SentEval root and how they are read
     reported: str  # the score a paper's table shows: POOLED (its subsets pooled) or its test split's
+    downloads: Mapping[str, Download] = field(default_factory=dict)  # file name in its folder → where to fetch it
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -98,8 +125,15 @@ def register_sts_task(task: StsTaskDeclaration) -> StsTaskDeclaration:
     reportable = (POOLED,) if task.subsets else task.splits
     if task.reported not in reportable:
         raise ValueError(f"STS task {task.name!r} reports {task.reported!r}; it has: {', '.join(reportable)}")
+    if task.downloads and set(task.downloads) != set(task.files.file_names):
+        raise ValueError(f"STS task {task.name!r} downloads {sorted(task.downloads)}; its files are {sorted(task.files.file_names)}")
     STS_TASK_REGISTRY[task.name] = task
     return task
+
+
+def declared_tasks() -> tuple[StsTaskDeclaration, ...]:
+    """Every declared task: the papers' seven in their tables' order, then the others in registration order."""
+    return tuple(STS_TASK_REGISTRY.values())
 
 
 def senteval_year(name: str, subsets: tuple[str, ...]) -> StsTaskDeclaration:
@@ -153,3 +187,7 @@ def short_name(name: str) -> str:
     if name == AVERAGE:
         return AVERAGE_SHORT_NAME
     return STS_TASK_REGISTRY[name].short_name if name in STS_TASK_REGISTRY else name
+
+
+# Every other task: a module of pipeline/sts_datasets/ each (after the papers' seven, in name order).
+load_plugins("pipeline.sts_datasets")

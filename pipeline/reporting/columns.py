@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 
-from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASKS
+from pipeline.declarations.sts_tasks import AVERAGE, declared_tasks
 from pipeline.declarations.loss_terms import NORM_INPUTS
 
 
@@ -36,10 +36,10 @@ MTEB_SUITE_NUMBERS = ("listed", "mapped", "scored", "avg", "metrics_mean")  # pi
 
 
 def sts_columns() -> list[str]:
-    """Every number of a details file a column may name: each task's reported score, STS12–16's
+    """Every number of a details file a column may name: each declared task's reported score, STS12–16's
     "mean" and subsets (SentEval's fixed lists), and "avg"."""
     columns = []
-    for task in PAPERS_TASKS:
+    for task in declared_tasks():
         columns.append(task.score_column)
         if task.pools_subsets:
             columns += [f"{task.name}.mean", *(f"{task.name}.subsets.{subset}" for subset in task.subsets)]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASK_NAMES, PAPERS_TASKS
+from pipeline.declarations.sts_tasks import AVERAGE, STS_TASK_REGISTRY, declared_tasks
 from pipeline.errors import PipelineError
 from pipeline.io import non_finite_keys
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
@@ -81,7 +81,7 @@ def check_headline(data: Any) -> None:
     """reports/metrics/<model>.json: the seven scores and avg as numbers (older revisions: nested)."""
     _mapping(data, "")
     check_finite(data)
-    for key in (*PAPERS_TASK_NAMES, AVERAGE):
+    for key in (*STS_TASK_REGISTRY, AVERAGE):
         if key in data and not (_is_number(data[key]) or isinstance(data[key], dict)):
             raise CorruptFile(f"{key} is {_shown(data[key])}, not a number")
 
@@ -91,7 +91,7 @@ def check_details(data: Any) -> None:
     _mapping(data, "")
     check_finite(data)
     _number(data, AVERAGE, "")
-    for task in PAPERS_TASKS:
+    for task in declared_tasks():
         if task.name not in data:
             continue  # eval.tasks may leave a task out
         scores = _mapping(data[task.name], task.name)
@@ -138,7 +138,7 @@ def check_bootstrap(data: Any) -> None:
     if not scores:
         raise CorruptFile(f"resamples is {resamples} but there are no scores")
     for task, values in scores.items():
-        if task not in (*PAPERS_TASK_NAMES, AVERAGE):
+        if task not in (*STS_TASK_REGISTRY, AVERAGE):
             raise CorruptFile(f"scores.{task} is no STS task")
         if not isinstance(values, list) or len(values) != resamples:
             count = f"{len(values)} scores" if isinstance(values, list) else _shown(values)

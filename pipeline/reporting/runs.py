@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from pipeline.params_file import setting_default
-from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASKS
+from pipeline.declarations.sts_tasks import AVERAGE, declared_tasks
 from pipeline.errors import PipelineError
 from pipeline.git import git
 from pipeline.paths import ANALYSIS, METRICS, METRICS_BOOTSTRAP, METRICS_DETAILS, MTEB, TRAINING_DETAILS
@@ -40,9 +40,9 @@ DVC_TIMEOUT_SECONDS = 600
 FINISHED_STATES = (None, "success")
 _PLACEHOLDER = re.compile(r"\{(?P<path>[\w.-]+)(?:\s*\*\s*(?P<factor>[0-9.]+))?\}")
 _ABSENT = object()
-# The column of each STS task's reported score (`sts.reported_score`) → the task its bootstrap interval and
+# The column of each declared STS task's reported score (`sts.reported_score`) → the task its bootstrap interval and
 # resamples are keyed by (pipeline/evaluation/bootstrap.py).
-SCORE_COLUMNS = {task.score_column: task.name for task in PAPERS_TASKS} | {AVERAGE: AVERAGE}
+SCORE_COLUMNS = {task.score_column: task.name for task in declared_tasks()} | {AVERAGE: AVERAGE}
 ReadFiles = Callable[[str], dict[str, Any]]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.public_checkpoints import COLUMNS, Catalogue, our_column
+from pipeline.public_checkpoints import Catalogue, our_column, scored_columns
 from pipeline.params_file import read_yaml_file
 from pipeline.io import write_text_atomic
 from pipeline.errors import PipelineError
@@ -65,6 +65,7 @@ def _records(catalogue: Catalogue, results: dict) -> tuple[list[dict], list[dict
     """(Markdown lines as dicts, CSV records, notes) for the rows in `results`, in catalogue order."""
     lines, records, notes = [], [], []
     every = {**catalogue.rows, **catalogue.standin}
+    columns = scored_columns(results)
     unknown = [key for key in results["rows"] if key not in every]
     if unknown:
         raise PipelineError(f"results name rows {', '.join(unknown)} that the catalogue lacks; rerun `dvc repro checkpoints`")
@@ -74,7 +75,7 @@ def _records(catalogue: Catalogue, results: dict) -> tuple[list[dict], list[dict
             continue
         status = entry["status"]
         scores = entry.get("scores", {})
-        ours = {column: our_column(scores, column) for column in COLUMNS}
+        ours = {column: our_column(scores, column) for column in columns}
         label = f"{row.system} ({row.block})"
         if status != "scored":
             notes.append(f"- **{label}** ({key}), {STATUS_TEXT[status]}: {entry['reason']}")
@@ -83,11 +84,11 @@ def _records(catalogue: Catalogue, results: dict) -> tuple[list[dict], list[dict
             theirs = dict(numbers.scores) if numbers else {}
             lines.append({
                 "System": label if name == "paper" else f"{label} vs README",
-                **{column: _cell(ours[column], theirs.get(column)) for column in COLUMNS},
+                **{column: _cell(ours[column], theirs.get(column)) for column in columns},
                 "Status": STATUS_TEXT[status],
             })
         record = {"row": key, "system": row.system, "block": row.block, "kind": row.kind, "status": status}
-        for column in COLUMNS:
+        for column in columns:
             record[f"{column} ours"] = ours[column]
             for name, numbers in targets:
                 theirs = dict(numbers.scores).get(column) if numbers else None
@@ -99,7 +100,7 @@ def _records(catalogue: Catalogue, results: dict) -> tuple[list[dict], list[dict
 
 def build_table(catalogue: Catalogue, results: dict) -> CheckpointTable:
     lines, records, notes = _records(catalogue, results)
-    grid = pd.DataFrame(lines, columns=["System", *COLUMNS, "Status"])
+    grid = pd.DataFrame(lines, columns=["System", *scored_columns(results), "Status"])
     pairs = "all pairs" if results.get("max_pairs") is None else f"a seeded sample of {results['max_pairs']} pairs of each task"
     source = (
         "STAND-IN (offline): checkpoints.standin_model served by a loopback hub under fake ids, not the papers' checkpoints"
