@@ -166,7 +166,9 @@ def test_a_declared_task_is_read_and_scored_by_the_evaluator(tmp_path, csv_task)
     assert math.isfinite(results["ToySTS"]["test"]) and results["ToySTS"]["test"] == pytest.approx(expected)
     assert results["avg"] == alone["avg"]  # the 7-STS average is the papers' seven, whatever else is scored
     assert format_table(results).splitlines()[0].split()[-3:] == ["Toy", "|", "Avg."]  # a column of its own
-    assert headline_scores(results) == headline_scores(alone)  # not one of the papers' seven: no headline metric
+    headline = headline_scores(results)  # `dvc metrics show`: the task's score beside the seven, which it leaves alone
+    assert headline["ToySTS"] == results["ToySTS"]["test"] and list(headline)[-2:] == ["ToySTS", "avg"]
+    assert {name: score for name, score in headline.items() if name != "ToySTS"} == headline_scores(alone)
     assert EvalSettings(tasks=["STS12", "ToySTS"]).tasks == ["STS12", "ToySTS"]
     with pytest.raises(ValueError, match="none of the papers' tasks"):
         EvalSettings(tasks=["ToySTS"])

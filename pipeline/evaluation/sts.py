@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from pipeline.data.readers import ScoredPair
 from pipeline.data.sts_pairs import load_sts_benchmark
-from pipeline.declarations.sts_tasks import AVERAGE, PAPERS_TASK_NAMES, POOLED, averaged, pools_subsets, short_name
+from pipeline.declarations.sts_tasks import AVERAGE, POOLED, STS_TASK_REGISTRY, averaged, pools_subsets, short_name
 from pipeline.evaluated_models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -217,10 +217,11 @@ def reported_score(task_result: Mapping[str, object]) -> float:
 
 
 def headline_scores(results: Mapping[str, object]) -> dict[str, float]:
-    """What `dvc metrics show` prints for a model (reports/metrics/<model>.json): each task's
-    reported score (`reported_score`) under the task's name, then "avg". Everything else of
-    `results` (subsets, "mean", MTEB, settings) lives in the details file beside it."""
-    tasks = [name for name in results if name in PAPERS_TASK_NAMES]
+    """What `dvc metrics show` prints for a model (reports/metrics/<model>.json): each scored task's
+    reported score (`reported_score`) under the task's name (a declared task beyond the papers' seven
+    too), then "avg" (over the seven). Everything else of `results` (subsets, "mean", MTEB, settings)
+    lives in the details file beside it."""
+    tasks = [name for name in results if name in STS_TASK_REGISTRY]
     return {name: reported_score(results[name]) for name in tasks} | {AVERAGE: float(results[AVERAGE])}
 
 
