@@ -96,7 +96,7 @@ def test_a_term_with_its_own_setting_trains_a_twin_step(align_term, tmp_path):
     for weight in (1.0, 3.0):
         settings = TrainSettings(losses=["nce", "align"], align_weight=weight, batch_size=8, max_length=24, max_steps=1,
                                  save_every=100)
-        assert settings.term_settings == {"norm_factor": 0.5, "norm_input": "pooler", "align_weight": weight}
+        assert settings.term_settings == loss_terms.term_setting_defaults() | {"align_weight": weight}
         task = TwinTask(towers, tokenizer, settings, seed=5)
         assert not task.leaves_parameters_unused  # the new term reads the pooler: DDP needs no unused-parameter search
         run = RunSpec(1e-4, 5, tmp_path / f"joint{weight}", tmp_path / f"ckpt{weight}")

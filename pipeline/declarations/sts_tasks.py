@@ -109,6 +109,11 @@ class StsTaskDeclaration:
         return self.reported == POOLED
 
     @property
+    def scored_split(self) -> str:
+        """The split its reported score is over: a year's test pairs, else the split it reports."""
+        return "test" if self.pools_subsets else self.reported
+
+    @property
     def score_column(self) -> str:
         """The path of its reported score in a details file, as tables.yaml names it: `STS12.all`."""
         return f"{self.name}.{self.reported}"

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 
 from pipeline.data.readers import ScoredPair
 from pipeline.data.sts_pairs import load_sts_benchmark
-from pipeline.declarations.sts_tasks import AVERAGE, POOLED, STS_TASK_REGISTRY, averaged, pools_subsets, short_name
+from pipeline.declarations.sts_tasks import AVERAGE, POOLED, STS_TASK_REGISTRY, averaged, pools_subsets, short_name, sts_task
 from pipeline.evaluated_models import WeightedTowers
 
 log = logging.getLogger(__name__)
@@ -125,21 +125,23 @@ def sample_pairs(subsets: dict[str, list[ScoredPair]], max_pairs: int, rng: np.r
 
 
 def load_tasks(
-    senteval_root: Path | str, names: Sequence[str], max_pairs: int | None = None, split: str = "test",
+    senteval_root: Path | str, names: Sequence[str], max_pairs: int | None = None, split: str | None = None,
     seed: int | None = None,
 ) -> list[StsTask]:
     """The named tasks from a SentEval-layout folder; with `max_pairs`, a sample of that many pairs of
     each task (`sample_pairs`) drawn with `seed` (the run's seed: required then).
 
-    `split` other than test (e.g. STS-B dev for model selection) exists only for STS-B and SICK-R.
+    Each task's pairs are those its reported score is over (`scored_split`: the test split of the papers'
+    seven); `split` (e.g. STS-B dev for model selection) reads that split of every task instead.
     """
     if max_pairs is not None and seed is None:
         raise ValueError("a max_pairs sample needs the run's seed")
     tasks = []
     for name in names:
-        subsets = load_sts_benchmark(senteval_root, name, split)
+        task_split = split or sts_task(name).scored_split
+        subsets = load_sts_benchmark(senteval_root, name, task_split)
         if max_pairs is not None:
-            subsets = sample_pairs(subsets, max_pairs, task_rng(seed, "sample", name, split))
+            subsets = sample_pairs(subsets, max_pairs, task_rng(seed, "sample", name, task_split))
         tasks.append(StsTask(name, subsets))
     return tasks
 
