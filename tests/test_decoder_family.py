@@ -1,4 +1,4 @@
-"""Another backbone family through the one adapter (pipeline/modeling/architecture.py, `LlamaFamily`): a tiny
+"""Another backbone family through the one adapter (pipeline/modeling/families/llama.py, `LlamaFamily`): a tiny
 decoder-only Llama — causal attention, rotary positions, RMSNorm, no pooler, the last real token as the
 sentence vector — trains a TNCSE twin step, embeds through the STS evaluator's path and goes through the
 LayerNorm study's layer access, with no other module knowing it is not a BERT."""
@@ -15,7 +15,8 @@ from pipeline.evaluation.embedder import HFEmbedder
 from pipeline.evaluation.sts import embed_sentences
 from pipeline.execution.runtime import RunContext
 from pipeline.modeling import TwinEncoder, count_layernorms, drop_layernorms, last_layer_cls, load_backbone
-from pipeline.modeling.architecture import LlamaFamily, architecture_of, last_token
+from pipeline.modeling.architecture import architecture_of
+from pipeline.modeling.families.llama import LlamaFamily, last_token
 from pipeline.training.loop import RunSpec, train
 from pipeline.training.tasks import TwinTask
 from tiny_models import save_tiny_family, save_tower_pair

@@ -192,7 +192,8 @@ def test_an_edit_of_the_code_that_makes_the_vectors_misses_the_store(tmp_path):
     from pipeline.code_deps import REPO_ROOT, project_files
     from pipeline.evaluation.store import VECTOR_MODULE, embedder_settings, vector_code_digest
 
-    assert {"pipeline/modeling/encoder.py", "pipeline/modeling/architecture.py"} <= set(project_files(VECTOR_MODULE))
+    assert {"pipeline/modeling/encoder.py", "pipeline/modeling/architecture.py",
+            "pipeline/modeling/families/bert.py"} <= set(project_files(VECTOR_MODULE))
     for relative in project_files(VECTOR_MODULE):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / relative, tmp_path / relative)
@@ -283,7 +284,7 @@ def test_editing_the_pooling_code_changes_the_next_evaluated_score(tmp_path):
 
 def test_changing_the_familys_sentence_vector_hook_changes_the_next_evaluated_score(tmp_path):
     """Issue 64: BERT's sentence vector read from token 1 instead of [CLS] (the hook `sentence_vector` of its
-    family, replaced at the end of architecture.py): the evaluate stage's path scores the new vectors (it does
+    family, replaced at the end of families/bert.py): the evaluate stage's path scores the new vectors (it does
     not keep computing [CLS] alone) and the store, keyed by that file, does not serve the old score."""
     from conftest import REPO_ROOT
     from tiny_models import save_tiny_bert
@@ -291,6 +292,6 @@ def test_changing_the_familys_sentence_vector_hook_changes_the_next_evaluated_sc
     tower = save_tiny_bert(tmp_path / "tower", seed=7)
     before = _evaluate_with_the_store(tower, REPO_ROOT, tmp_path)
     hook = "\nBertFamily.sentence_vector = lambda self, hidden, attention_mask: hidden[:, 1]\n"
-    edited = _checkout_with(tmp_path, "pipeline/modeling/architecture.py", lambda source: source + hook)
+    edited = _checkout_with(tmp_path, "pipeline/modeling/families/bert.py", lambda source: source + hook)
     after = _evaluate_with_the_store(tower, edited, tmp_path)
     assert after["passes"] == 1 and after["avg"] != before["avg"]

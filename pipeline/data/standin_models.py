@@ -30,7 +30,7 @@ ROBERTA_SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4
 
 @dataclass(frozen=True)
 class StandinArchitecture:
-    model_type: str  # a `config.model_type` with an architecture adapter (pipeline/modeling/architecture.py)
+    model_type: str  # a `config.model_type` with an architecture adapter (pipeline/modeling/families/)
     config: dict  # the published config.json's architecture fields
     tokenizer: Literal["wordpiece", "byte_level_bpe"] = "wordpiece"  # how its tokenizer is built offline
 

@@ -1,7 +1,7 @@
 """Encoders of the pipeline: one sentence encoder, the TNCSE/JTCSE twin, DDP gathering.
 
 All models are stock Hugging Face `PreTrainedModel`s of a registered family (BERT, RoBERTa, MiniLM
-as a BERT, XLM-RoBERTa-XL, Llama; `pipeline.modeling.architecture`), loaded as the family says (BERT's
+as a BERT, XLM-RoBERTa-XL, Llama; `pipeline.modeling.families`), loaded as the family says (BERT's
 with their pooler layer), so every tower saves and loads with `save_pretrained` /
 `AutoModel.from_pretrained`. Requires transformers >= 5 (layer-by-layer forward and
 `create_bidirectional_mask`).

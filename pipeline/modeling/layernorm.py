@@ -63,7 +63,7 @@ def drop_layernorms(model: PreTrainedModel, k: int) -> PreTrainedModel:
                 raise PipelineError(
                     f"drop_layernorm: {type(model).__name__} layer has no "
                     f"{'/'.join(c.__name__ for c in architecture.norm_classes)} at {name}; "
-                    "its family's adapter names other norms (layernorm_slots, pipeline/modeling/architecture.py)"
+                    "its family's adapter names other norms (layernorm_slots, pipeline/modeling/families/)"
                 )
             setattr(parent, name, nn.Identity())
     if k:
