@@ -51,6 +51,7 @@ EXTENSION_CASES = {
     "sts_task": ("An STS task", [
         _replace("conf/config.yaml", "SICKRelatedness]\n", "SICKRelatedness, STSBenchmarkDev]\n"),
     ], ["tests/test_sts_benchmark_dev_task.py", "tests/test_sts_tasks.py", "tests/test_config.py"]),
+    "family": ("A backbone family", [], ["tests/test_families.py", "tests/test_architecture.py"]),
 }
 WORDS = {"one": 1, "two": 2, "three": 3, "four": 4}
 
