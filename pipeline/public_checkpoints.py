@@ -40,7 +40,7 @@ from pipeline.data.sources import HUB_ID, TOKENIZER_FILES, WEIGHTS_FILE  # a mod
 from pipeline.code_deps import REPO_ROOT, project_files
 from pipeline.declarations.sts_tasks import AVERAGE, AVERAGE_SHORT_NAME, declared_tasks
 from pipeline.settings_rules import POOLERS
-from pipeline.data.sources import COMMIT
+from pipeline.data.sources import COMMIT, fetch_hub_file
 from pipeline.errors import PipelineError
 from pipeline.urls import without_userinfo
 from pipeline.evaluation.bootstrap import Resamples, draw_resamples, scores_with_intervals
@@ -170,22 +170,35 @@ def _hub_errors():
     return (RepositoryNotFoundError, RevisionNotFoundError, EntryNotFoundError), LocalEntryNotFoundError
 
 
-def _download(repo: str, name: str, tower: Tower, endpoint: str | None, cache_dir: Path, subfolder: str | None) -> Path | None:
-    """One file of a hub repository (cached by huggingface_hub); None when the hub has no such file."""
-    from huggingface_hub import hf_hub_download
+def _unreachable_hub(repo: str, endpoint: str | None, error: Exception) -> PipelineError:
+    where = endpoint or "the Hugging Face hub"
+    return PipelineError(without_userinfo(  # an endpoint's credentials, also inside the reason, never printed
+        f"could not reach {where} for {repo} ({str(error).splitlines()[0] if str(error) else type(error).__name__}); "
+        "run where the hub is reachable (data.hub_endpoint or HF_ENDPOINT for a mirror), or set checkpoints.source: "
+        "standin to score the catalogue's offline stand-in rows"))
 
-    missing, unreachable = _hub_errors()
+
+def _download(repo: str, name: str, tower: Tower, endpoint: str | None, cache_dir: Path, subfolder: str | None) -> Path | None:
+    """One file of a hub repository, kept in `cache_dir` under the commit the revision resolves to (huggingface_hub's
+    snapshot layout, which `_commit` reads) and fetched once, through the project's bounded, checksum-verified hub
+    download (`fetch_hub_file`: at most the size the hub lists, within a deadline); None when the hub has no such file."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    missing, offline = _hub_errors()
+    filename = f"{subfolder}/{name}" if subfolder else name
     try:
-        return Path(hf_hub_download(repo, name, subfolder=subfolder, revision=tower.revision, cache_dir=cache_dir, endpoint=endpoint))
-    except unreachable as error:  # first: it is an EntryNotFoundError too
-        where = endpoint or "the Hugging Face hub"
-        raise PipelineError(without_userinfo(  # an endpoint's credentials, also inside the reason, never printed
-            f"could not reach {where} for {repo} ({str(error).splitlines()[0]}); run where the hub is reachable "
-            "(data.hub_endpoint or HF_ENDPOINT for a mirror), or set checkpoints.source: standin to score the "
-            "catalogue's offline stand-in rows"
-        )) from None
+        metadata = get_hf_file_metadata(hf_hub_url(repo, filename, revision=tower.revision, endpoint=endpoint))
+    except offline as error:  # first: it is an EntryNotFoundError too
+        raise _unreachable_hub(repo, endpoint, error) from None
     except missing:
         return None
+    except Exception as error:  # a refused connection, a timeout, an HTTP error: not reachable
+        raise _unreachable_hub(repo, endpoint, error) from None
+    commit = metadata.commit_hash or tower.revision
+    path = cache_dir / f"models--{repo.replace('/', '--')}" / "snapshots" / commit / filename
+    if not path.is_file():  # a file is written only once verified (`fetch_hub_file`), so one that is there is whole
+        fetch_hub_file(repo, filename, path, endpoint, repo_type="model", revision=tower.revision)
+    return path
 
 
 def _commit(path: Path) -> str:

@@ -257,6 +257,60 @@ def test_the_limits_are_far_above_the_pinned_archive_and_are_the_defaults(mirror
     assert fetched.read_bytes() == b"Basic " + base64.b64encode(b"user:p@ss")
 
 
+class _LyingHub(BaseHTTPRequestHandler):
+    """A hub whose HEAD lists a file at 10 bytes (with an ETag and a commit), and whose GET then sends bytes
+    without end and without a length: `/huge/...` lists 10**12 bytes instead."""
+
+    def _head(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(10**12) if "/huge/" in self.path else "10")
+        self.send_header("ETag", '"' + "0" * 64 + '"')
+        self.send_header("X-Repo-Commit", "0" * 40)
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._head()
+        self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        self.end_headers()
+        try:
+            while True:
+                self.wfile.write(b"x" * (1 << 16))
+        except OSError:
+            pass
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def lying_hub():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LyingHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("repo", ["org/data", "org/huge"])
+def test_a_hub_download_is_held_to_the_size_the_hub_lists_and_to_a_cap(tmp_path, lying_hub, capsys, repo):
+    """A hub file is fetched through the same bounded copy as a URL: at most the size the hub lists (an endless
+    answer is cut there), and a listed size over HUB_MAX_BYTES is not fetched at all; one line, nothing written."""
+    from pipeline.data.sources import HUB_MAX_BYTES, fetch_hub_file
+
+    destination = tmp_path / "out" / "wiki1m.txt"
+    line = _one_line_exit_2(capsys, lambda: fetch_hub_file(repo, "wiki1m.txt", destination, lying_hub))
+    shown = f"error: {lying_hub}/datasets/{repo}/resolve/main/wiki1m.txt: "
+    if repo == "org/huge":
+        assert line == (f"{shown}the hub lists it at {10**12} bytes, over the {HUB_MAX_BYTES}-byte limit of a hub download "
+                        "(HUB_MAX_BYTES); is it the file expected? nothing was written")
+    else:
+        assert line.startswith(shown + "the response ran past 10 bytes") and "(the size the hub lists)" in line
+    assert not destination.exists() and list((tmp_path / "out").iterdir()) == []
+    assert HUB_MAX_BYTES >= 4 * 14 * 10**9  # above the largest backbone a preset names (XLM-RoBERTa-XL, 14 GB)
+
+
 def _serve(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline.data.hub_standin", *args], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})

@@ -157,6 +157,25 @@ def verify_hub_file(path: Path, etag: str | None, url: str) -> None:
         raise PipelineError(f"{url}: the file received does not match the hub's checksum ({etag}); nothing was written; retry")
 
 
+# A hub download writes at most the size the hub lists for the file (its HEAD's Content-Length), so an endless or
+# longer answer is cut off, and no listed size above HUB_MAX_BYTES is fetched at all: 64 GiB, over 4 times the
+# largest backbone a preset names (XLM-RoBERTa-XL's 14 GB of weights) and 500 times Wiki1M's 124 MB.
+HUB_MAX_BYTES = 64 * 2**30
+# Its whole transfer may take URL_DEADLINE_S plus its size at HUB_MIN_BYTES_PER_S (100 kB/s: Wiki1M in 31 minutes),
+# so a stalled or trickling answer ends, while a slow but working link finishes.
+HUB_MIN_BYTES_PER_S = 100_000
+
+
+def _hub_transfer_limits(size: int | None, url: str) -> tuple[int, float]:
+    """(max bytes, deadline in s) of fetching a hub file the hub lists at `size` bytes; one line if it cannot be fetched."""
+    if size is None:
+        raise PipelineError(f"{url}: the hub lists no size for the file, so its download cannot be bounded; retry later")
+    if size > HUB_MAX_BYTES:
+        raise PipelineError(f"{url}: the hub lists it at {size} bytes, over the {HUB_MAX_BYTES}-byte limit of a hub "
+                            "download (HUB_MAX_BYTES); is it the file expected? nothing was written")
+    return size, URL_DEADLINE_S + size / HUB_MIN_BYTES_PER_S
+
+
 def fetch_hub_file(
     repo_id: str,
     filename: str,
@@ -167,12 +186,13 @@ def fetch_hub_file(
     optional: bool = False,
     record: InputRecord | None = None,
 ) -> Path | None:
-    """Download one file of a hub repository to `destination` (atomically), byte for byte as served
-    and verified against the checksum the hub lists for it (`verify_hub_file`); the commit the revision
-    resolved to goes in `record`. An `optional` file the hub answers it does not have gives None
-    instead of an error."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
+    """Download one file of a hub repository to `destination` (atomically), byte for byte as served, at most the
+    size the hub lists and within a deadline (`_hub_transfer_limits`), and verified against the checksum the hub
+    lists for it (`verify_hub_file`); the commit the revision resolved to goes in `record`. An `optional` file the
+    hub answers it does not have gives None instead of an error."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+    from huggingface_hub.utils import build_hf_headers
     from huggingface_hub.utils import logging as hub_logging
 
     hub_logging.set_verbosity_error()  # its per-retry warnings would bury the one line that matters
@@ -182,10 +202,6 @@ def fetch_hub_file(
     with scratch_directory(destination.parent) as scratch:
         try:
             metadata = get_hf_file_metadata(address)
-            etag = metadata.etag
-            downloaded = hf_hub_download(
-                repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint, local_dir=scratch, cache_dir=scratch
-            )
         except LocalEntryNotFoundError as error:  # first: offline is an EntryNotFoundError too
             raise unreachable(filename, url, error) from None
         except EntryNotFoundError:
@@ -194,7 +210,10 @@ def fetch_hub_file(
             raise PipelineError(f"{url}: the hub has no such file; check the repository id and revision") from None
         except Exception as error:  # network, HTTP and offline-mode errors all mean "not reachable"
             raise unreachable(filename, url, error) from None
-        verify_hub_file(Path(downloaded), etag, url)
+        max_bytes, deadline_s = _hub_transfer_limits(metadata.size, url)
+        downloaded = fetch_url(address, scratch / Path(filename).name, max_bytes=max_bytes, deadline_s=deadline_s,
+                               headers=build_hf_headers(), limits=("the size the hub lists", "HUB_MIN_BYTES_PER_S"))
+        verify_hub_file(downloaded, metadata.etag, url)
         if record is not None and metadata.commit_hash:
             record.commits[url] = metadata.commit_hash
         with atomic_path(destination) as temporary:
@@ -237,45 +256,51 @@ def check_fetchable(url: str, variable: str | None = None) -> None:
                             "or file:///path")
 
 
-def _request(url: str):
-    """A urllib request for `url`, its userinfo (which urllib would take for the host) sent as HTTP basic auth."""
+def _request(url: str, headers: Mapping[str, str] | None = None):
+    """A urllib request for `url` with `headers`, its userinfo (which urllib would take for the host) sent as HTTP
+    basic auth."""
     import base64
     import urllib.parse
     import urllib.request
 
     parts = urllib.parse.urlsplit(url)
     if "@" not in parts.netloc:
-        return urllib.request.Request(url)
+        return urllib.request.Request(url, headers=dict(headers or {}))
     userinfo, host = parts.netloc.rsplit("@", 1)
     user, _, password = userinfo.partition(":")
     token = base64.b64encode(f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()).decode()
-    return urllib.request.Request(parts._replace(netloc=host).geturl(), headers={"Authorization": f"Basic {token}"})
+    return urllib.request.Request(parts._replace(netloc=host).geturl(),
+                                  headers={**(headers or {}), "Authorization": f"Basic {token}"})
 
 
-def _copy_bounded(response, handle, url: str, max_bytes: int, deadline_s: float, started: float) -> None:
-    """Copy `response` to `handle` block by block, within `max_bytes` and `deadline_s` of `started`."""
+def _copy_bounded(response, handle, url: str, bounds: tuple[int, float], limits: tuple[str, str], started: float) -> None:
+    """Copy `response` to `handle` block by block, within `bounds` (max bytes, deadline in s from `started`);
+    `limits` names where each bound comes from, for the error line."""
+    max_bytes, deadline_s = bounds
     declared = response.headers.get("Content-Length")
     if declared and declared.isdigit() and int(declared) > max_bytes:
-        raise PipelineError(f"{url}: the response is {declared} bytes, over the {max_bytes}-byte limit of a URL download "
-                            "(URL_MAX_BYTES); is it the file expected? nothing was written")
+        raise PipelineError(f"{url}: the response is {declared} bytes, over the {max_bytes}-byte limit of this download "
+                            f"({limits[0]}); is it the file expected? nothing was written")
     written, read = 0, getattr(response, "read1", response.read)  # read1: what has arrived, not a full block
     while block := read(1 << 16):
         written += len(block)
         if written > max_bytes:
-            raise PipelineError(f"{url}: the response ran past {max_bytes} bytes, the limit of a URL download "
-                                "(URL_MAX_BYTES); is it the file expected? nothing was written")
+            raise PipelineError(f"{url}: the response ran past {max_bytes} bytes, the limit of this download "
+                                f"({limits[0]}); is it the file expected? nothing was written")
         if time.monotonic() - started > deadline_s:
-            raise PipelineError(f"{url}: the download took longer than {deadline_s:g} s, the limit of a URL download "
-                                f"(URL_DEADLINE_S), {written} bytes in; nothing was written; retry, or {MIRROR_HINT}")
+            raise PipelineError(f"{url}: the download took longer than {deadline_s:g} s, the limit of this download "
+                                f"({limits[1]}), {written} bytes in; nothing was written; retry, or {MIRROR_HINT}")
         handle.write(block)
 
 
 def fetch_url(url: str, destination: Path, timeout_s: float = 60.0, max_bytes: int = URL_MAX_BYTES,
-              deadline_s: float = URL_DEADLINE_S) -> Path:
+              deadline_s: float = URL_DEADLINE_S, headers: Mapping[str, str] | None = None,
+              limits: tuple[str, str] = ("URL_MAX_BYTES", "URL_DEADLINE_S")) -> Path:
     """Download `url` (`check_fetchable`) to `destination` (atomically), at most `max_bytes` within
     `deadline_s` seconds in all (a socket read waits at most `timeout_s`); what it must contain is checked
     by the caller against the pinned digests. Unreachable, too large or too slow: one line naming the URL
-    (credentials dropped) and the limit, and no file."""
+    (credentials dropped) and the limit (named by `limits`: where the size and the deadline come from), and no file.
+    `headers` go with the request (a hub token)."""
     import http.client
     import urllib.request
 
@@ -284,11 +309,11 @@ def fetch_url(url: str, destination: Path, timeout_s: float = 60.0, max_bytes: i
     destination.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
-        with urllib.request.urlopen(_request(url), timeout=min(timeout_s, deadline_s)) as response, \
+        with urllib.request.urlopen(_request(url, headers), timeout=min(timeout_s, deadline_s)) as response, \
                 atomic_path(destination) as temporary:
             check_fetchable(response.geturl())  # a redirect elsewhere than http(s) or file
             with temporary.open("wb") as handle:
-                _copy_bounded(response, handle, shown, max_bytes, deadline_s, started)
+                _copy_bounded(response, handle, shown, (max_bytes, deadline_s), limits, started)
     except (OSError, http.client.HTTPException) as error:  # URLError, HTTPError, timeouts; a malformed answer
         raise unreachable(destination.name, shown, error) from None
     return destination
