@@ -1,8 +1,9 @@
 """docs/extending.md, performed: each extension under tests/extensions laid over a copy of the project as a newcomer
 would add it, its files counted against the doc's "It takes" line, the doc's command run, and the tests run there.
 
-An extension folder holds its new files at their repository paths (its own test among them); an edit of an
-existing file (a setting in conf/config.yaml, a claim in claims.yaml) is one of `EDITS`. The copy is a git
+An extension folder holds its new files at their repository paths (its own test among them); a file named
+`<path>.append` holds lines appended to `<path>` (a claim in claims.yaml), and any other edit of an existing file (a
+setting in conf/config.yaml) is one of the case's edits. The copy is a git
 repository, so what the extension touched is what `git status` says; no existing test may be among it.
 """
 
@@ -52,6 +53,7 @@ EXTENSION_CASES = {
         _replace("conf/config.yaml", "SICKRelatedness]\n", "SICKRelatedness, STSBenchmarkDev]\n"),
     ], ["tests/test_sts_benchmark_dev_task.py", "tests/test_sts_tasks.py", "tests/test_config.py"]),
     "family": ("A backbone family", [], ["tests/test_families.py", "tests/test_architecture.py"]),
+    "claim_kind": ("A claim kind", [], ["tests/test_at_least_claim.py", "tests/test_claim_kinds.py", "tests/test_claims.py"]),
 }
 WORDS = {"one": 1, "two": 2, "three": 3, "four": 4}
 
@@ -99,6 +101,10 @@ def test_an_extension_takes_what_the_doc_says_and_the_tests_pass_with_it(tmp_pat
     copy = project_copy(tmp_path)
     for source in sorted(path for path in (EXTENSIONS / name).rglob("*") if path.is_file() and "__pycache__" not in path.parts):
         target = copy / source.relative_to(EXTENSIONS / name)
+        if target.suffix == ".append":
+            with target.with_suffix("").open("a", encoding="utf-8") as existing:
+                existing.write(source.read_text(encoding="utf-8"))
+            continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
     for edit in edits:

@@ -2,21 +2,22 @@
 `SubjectSpec`, `SourceSpec`), what a claim is judged against (`Judging`), what judging gives (`Verdict`,
 one `Comparison` per pair of an order or trend), and the wording its rows share.
 
-A kind subclasses `ClaimSpec`: it validates itself, judges itself (`judge_here`) and renders itself
-(`ours_text`, `paper_text`). A claim is the papers' (`origin: paper`, quoted verbatim from its seed under
-../shared/seeds/, tests/test_claim_quotes.py) or the project's own question (`origin: project`, with
-`why` it is asked). A claim about a backbone is judged on a run of that backbone only
+A kind subclasses `ClaimSpec` in a module of `pipeline/verdicts/kinds/`: it validates itself, judges itself
+(`judge_here`), renders itself (`ours_text`, `paper_text`) and registers itself there (`@register_claim_kind`,
+under the name its `kind: Literal["<name>"]` field declares). A claim is the papers' (`origin: paper`, quoted
+verbatim from its seed under ../shared/seeds/, tests/test_claim_quotes.py) or the project's own question
+(`origin: project`, with `why` it is asked). A claim about a backbone is judged on a run of that backbone only
 (pipeline.reporting.backbones): otherwise its verdict is "other backbone: not compared".
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-
 import re
 from abc import abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 from pydantic import Field, field_validator, model_validator
 
@@ -261,6 +262,40 @@ class ClaimSpec(Spec):
         edge = ", at the edge (within a tenth of its half-width of the boundary: another CPU may flip it)" if result.at_edge else ""
         shown = f"**{result.verdict}**{edge}" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
         return shown + (f". What would decide it: {result.would_take}" if result.would_take else "")
+
+
+# --- the kinds: each registers itself where it is defined ------------------------------------------------
+
+# kind name → its class, filled as the modules of pipeline/verdicts/kinds/ load (`claims_file` loads them all)
+CLAIM_KINDS: dict[str, type[ClaimSpec]] = {}
+
+
+def declared_kind(kind_class: type) -> str:
+    """The name a claim kind declares in its `kind: Literal["<name>"]` field; TypeError when it is no such kind."""
+    is_claim = isinstance(kind_class, type) and issubclass(kind_class, ClaimSpec)
+    field_info = kind_class.model_fields.get("kind") if is_claim else None
+    names = get_args(field_info.annotation) if field_info and get_origin(field_info.annotation) is Literal else ()
+    if not (len(names) == 1 and isinstance(names[0], str)):
+        raise TypeError(f"{kind_class!r}: a claim kind is a ClaimSpec subclass with a field kind: Literal[\"<name>\"]")
+    return names[0]
+
+
+def register_claim_kind(kind_class: type[ClaimSpec]) -> type[ClaimSpec]:
+    """Class decorator: `claims.yaml`'s `kind: <name>` now builds `kind_class`. A name declared twice is an error:
+    the file could not say which class it means."""
+    name = declared_kind(kind_class)
+    if inspect.isabstract(kind_class):
+        raise TypeError(f"claim kind {name!r} ({kind_class.__qualname__}) leaves abstract methods unimplemented")
+    known = CLAIM_KINDS.get(name)
+    # the same class run again (its module re-imported) replaces itself; another class under the name is a clash
+    if known is not None and _where(known) != _where(kind_class):
+        raise TypeError(f"claim kind {name!r} is declared twice: {_where(known)} and {_where(kind_class)}")
+    CLAIM_KINDS[name] = kind_class
+    return kind_class
+
+
+def _where(kind_class: type) -> str:
+    return f"{kind_class.__module__}.{kind_class.__qualname__}"
 
 
 # --- the wording the kinds' rows share ---------------------------------------------------------------

@@ -2,7 +2,10 @@
 (`parse_claims`, one line on error), judged against our runs (`evaluate_claims`) and counted for
 reports/claims.json (`verdict_counts`). docs/method.md, "Claims and verdicts", states the rules.
 
-`Claim` below is the one place that lists the kinds; each is one class of its own module:
+No list here names the kinds: each is a class of its own module of `pipeline/verdicts/kinds/` that registers itself
+(`claim.register_claim_kind`), and `Claim` is the union of what registered once this module has loaded that package
+(`load_plugins`, at import), in the order of the kinds' names. The kinds the project ships (a new one is a module
+there, not a line here):
 
 - value (`value.py`): a table cell of tables.yaml (our number against the paper's, within ε);
 - order (`order.py`): one model beats another on a column (the interval of the difference against a band);
@@ -22,7 +25,7 @@ runs do not exist is "not run" with the command that runs them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -31,24 +34,24 @@ from pipeline.errors import PipelineError
 from pipeline.reporting.seed_record import SeedRecord
 from pipeline.reporting.spec import Spec, TablesFile, split_override
 from pipeline.reporting.tables import RunSource, experiment_axes
-from pipeline.verdicts.claim import ORIGINS, Judging, Verdict
-from pipeline.verdicts.correlation import CorrelationClaim
-from pipeline.verdicts.one_value import ExactClaim, RangeClaim
-from pipeline.verdicts.order import OrderClaim
-from pipeline.verdicts.spread import SpreadClaim
-from pipeline.verdicts.trend import TrendClaim
+from pipeline.plugins import load_plugins
+from pipeline.verdicts.claim import CLAIM_KINDS, ORIGINS, Judging, Verdict
 from pipeline.verdicts.rules import VALUE_TARGETS
-from pipeline.verdicts.unmeasured import UnmeasuredClaim
-from pipeline.verdicts.value import ValueClaim
 from pipeline.verdicts.verdict_names import VERDICTS, verdict_key
 
 CLAIMS_FILE = Path("claims.yaml")
 
 
-Claim = Annotated[
-    ValueClaim | OrderClaim | TrendClaim | ExactClaim | RangeClaim | CorrelationClaim | SpreadClaim | UnmeasuredClaim,
-    Field(discriminator="kind"),
-]
+load_plugins("pipeline.verdicts.kinds")  # each kind's module registers it in CLAIM_KINDS as it loads
+
+
+def registered_kinds() -> tuple[str, ...]:
+    """The claim kinds `claims.yaml` may name, sorted: the union's order, whatever order their modules loaded in."""
+    return tuple(sorted(CLAIM_KINDS))
+
+
+# pydantic picks a claim's class by its `kind`; an unknown kind's error lists the registered ones
+Claim = Annotated[Union[tuple(CLAIM_KINDS[name] for name in registered_kinds())], Field(discriminator="kind")]
 
 
 class ClaimsFile(Spec):

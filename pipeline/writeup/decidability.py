@@ -25,8 +25,8 @@ from pipeline.writeup.render import paper_of
 from pipeline.verdicts.claim import Comparison, Verdict
 from pipeline.verdicts.decidable import bh_adjusted, decidable_gap, interval_p_value, seeds_needed, seeds_to_reproduce
 from pipeline.verdicts.estimates import PAPER_SCALE_PRIOR, Estimate
-from pipeline.verdicts.order import ComparisonClaim, OrderClaim
-from pipeline.verdicts.value import ValueClaim, interval_kind
+from pipeline.verdicts.kinds.order import ComparisonClaim, OrderClaim
+from pipeline.verdicts.kinds.value import ValueClaim, interval_kind
 from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, JUDGED, REPRODUCED, UNDECIDED
 
 POWER = 0.80

@@ -19,7 +19,7 @@ from pipeline.paths import REPORTS
 from pipeline.reporting.runs import param_at, requirement
 from pipeline.reporting.spec import load_tables
 from pipeline.verdicts.claims_file import load_claims
-from pipeline.verdicts.order import OrderClaim
+from pipeline.verdicts.kinds.order import OrderClaim
 from tools.gpu_hours import MeasuredCosts, Producers, StageInstance, compose_paper_params, plan_run, stage_instances
 
 BENCH_GPU = REPORTS / "bench-gpu.json"

@@ -9,11 +9,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, metric_check
+from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, metric_check, register_claim_kind
 from pipeline.verdicts.rules import p_at_the_edge, spread_verdict
 from pipeline.verdicts.verdict_names import NOT_RUN
 
 
+@register_claim_kind
 class SpreadClaim(ClaimSpec):
     """One model varies less across training seeds than another on a score: the seed record's values of
     both (the same seeds, so paired) by a paired permutation test (`rules.spread_verdict`)."""

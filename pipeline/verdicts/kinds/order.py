@@ -19,7 +19,7 @@ from pipeline.reporting.tables import Row
 from pipeline.settings_rules import SCALES
 from pipeline.verdicts.claim import (
     ClaimSpec, Comparison, Judging, SubjectSpec, Verdict, absence, decimals_for, interval_text, metric_check, noise_text, number_text,
-    signed_text,
+    register_claim_kind, signed_text,
 )
 from pipeline.verdicts.estimates import Estimate, compare_arms, scale_resolution
 from pipeline.verdicts import sequential, sizing
@@ -289,6 +289,7 @@ def _unpaired(found: list[Row | None], arms: list[Arm], subjects: tuple[SubjectS
     return None
 
 
+@register_claim_kind
 class OrderClaim(ComparisonClaim):
     """`better` beats `worse` on `metric` by more than `margin` (0: simply beats; −0.5: keeps within 0.5)."""
 

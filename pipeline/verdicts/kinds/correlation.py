@@ -11,11 +11,12 @@ from pydantic import Field, field_validator
 
 from pipeline.verdicts.arms import arm_of
 from pipeline.settings_rules import SCALES
-from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, absence, metric_check
+from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, absence, metric_check, register_claim_kind
 from pipeline.verdicts.rules import correlation_verdict, p_at_the_edge
 from pipeline.verdicts.verdict_names import NOT_RUN, OTHER_SCALE
 
 
+@register_claim_kind
 class CorrelationClaim(ClaimSpec):
     """Across `models`, `x` and `y` correlate with `sign` and at least `strength` (Spearman's ρ)."""
 

@@ -8,10 +8,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from pipeline.verdicts.claim import ClaimSpec, Judging, Verdict
+from pipeline.verdicts.claim import ClaimSpec, Judging, Verdict, register_claim_kind
 from pipeline.verdicts.verdict_names import NOT_RUN
 
 
+@register_claim_kind
 class UnmeasuredClaim(ClaimSpec):
     """A stated result on a quantity the pipeline measures for no model (GS-InfoNCE's batch-size probe of
     negative similarities): always "not run", with `reason` (what is missing) and `would_need` (what

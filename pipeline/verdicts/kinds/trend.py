@@ -8,12 +8,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from pipeline.verdicts.claim import Judging, SubjectSpec, Verdict
-from pipeline.verdicts.order import ComparisonClaim
+from pipeline.verdicts.claim import Judging, SubjectSpec, Verdict, register_claim_kind
+from pipeline.verdicts.kinds.order import ComparisonClaim
 from pipeline.verdicts.rules import STEP_ALPHA, steps_against, trend_verdict
 from pipeline.verdicts.verdict_names import CANNOT_HOLD, CANNOT_RUN, CONTRADICTED, HOLDS, INCONCLUSIVE, NOT_RUN, OTHER_SCALE
 
 
+@register_claim_kind
 class TrendClaim(ComparisonClaim):
     """A sweep's shape: `decreasing` (each subject beats the next), `increasing` (each next beats the one
     before), `first-best` (the first beats each other) or `flat` (not sensitive to the swept setting: no

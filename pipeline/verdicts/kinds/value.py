@@ -14,7 +14,7 @@ from pipeline.verdicts.arms import Arm, arm_of, borrowed_noise
 from pipeline.reporting.spec import TablesFile, TableSpec
 from pipeline.reporting.tables import build_table, find_row
 from pipeline.settings_rules import SCALES
-from pipeline.verdicts.claim import ClaimSpec, Judging, Verdict, absence, interval_text, noise_text, signed_text
+from pipeline.verdicts.claim import ClaimSpec, Judging, Verdict, absence, interval_text, noise_text, register_claim_kind, signed_text
 from pipeline.verdicts.rules import at_the_edge, value_verdict
 from pipeline.verdicts.verdict_names import HIGHER, NOT_REPRODUCED, NOT_RUN, OTHER_SCALE, REPRODUCED, UNDECIDED
 
@@ -23,6 +23,7 @@ def _column_path(spec: TableSpec, header: str) -> str:
     return next(path for path, named in spec.columns.items() if named == header)
 
 
+@register_claim_kind
 class ValueClaim(ClaimSpec):
     """A cell of tables.yaml: its row is the subject, its paper number the claim."""
 

@@ -11,7 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from pipeline.reporting.tables import Row
 from pipeline.settings_rules import SCALES
-from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, absence, metric_check
+from pipeline.verdicts.claim import ClaimSpec, Judging, SubjectSpec, Verdict, absence, metric_check, register_claim_kind
 from pipeline.verdicts.rules import TOLERANCE
 from pipeline.verdicts.verdict_names import CONTRADICTED, HOLDS, NOT_REPRODUCED, NOT_RUN, OTHER_SCALE, REPRODUCED
 
@@ -55,6 +55,7 @@ class _OneValueClaim(ClaimSpec):
         return "—" if result.ours is None else f"{result.ours:.4g} ({result.run})"
 
 
+@register_claim_kind
 class ExactClaim(_OneValueClaim):
     """A deterministic count (GMACs): ours, rounded as the paper prints it, equals the paper's."""
 
@@ -75,6 +76,7 @@ class ExactClaim(_OneValueClaim):
         return f"{self.value:.{self.decimals}f} (exactly, at {self.decimals} decimals)"
 
 
+@register_claim_kind
 class RangeClaim(_OneValueClaim):
     """A value within [low, high] (the last hidden state's norm within 14–16)."""
 
