@@ -11,9 +11,8 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -27,7 +26,7 @@ from pipeline.urls import without_userinfo
 from stages.common import one_line_errors
 
 from conftest import REPO_ROOT
-from hub_standin import hub_standin
+from hub_standin import hub_standin, loopback_server
 
 BAD_ARCHIVE_PATH = "elsewhere/Stsbenchmark.tar.gz"
 
@@ -208,11 +207,8 @@ class _Source(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def source():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Source)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(_Source) as url:
+        yield url
 
 
 def _one_line_exit_2(capsys, download) -> str:
@@ -286,11 +282,8 @@ class _LyingHub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def lying_hub():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _LyingHub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(_LyingHub) as url:
+        yield url
 
 
 @pytest.mark.parametrize("repo", ["org/data", "org/huge"])

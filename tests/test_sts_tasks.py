@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +36,7 @@ from pipeline.errors import PipelineError
 from pipeline.evaluation.bootstrap import draw_resamples, scores_with_intervals
 from pipeline.evaluation.sts import embed_sentences, evaluate_embedder, format_table, headline_scores, load_tasks
 from pipeline.reporting import columns, runs
+from hub_standin import loopback_server
 from test_download import download_params
 
 # What the modules spelled out before the declarations (order included).
@@ -223,11 +223,8 @@ def served(tmp_path) -> Iterator[tuple[Path, str]]:
     """A folder served over loopback HTTP, as a task's files would be at their URL: (folder, base URL)."""
     folder = tmp_path / "served"
     folder.mkdir()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with loopback_server(functools.partial(_Quiet, directory=str(folder))) as url:
+        yield folder, url
 
 
 def _served_task(served, pinned: str | None = None) -> StsTaskDeclaration:
