@@ -17,7 +17,6 @@ family is one module there and nothing here names it (docs/extending.md).
 
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -207,10 +206,16 @@ def register_architecture(architecture: Architecture) -> Architecture:
     return architecture
 
 
-@functools.cache
-def _load_families() -> tuple[str, ...]:
-    """Import every family module once (each registers itself); cached, since the lookups run on every step."""
-    return load_plugins("pipeline.modeling.families")
+_families_loaded = False
+
+
+def _load_families() -> None:
+    """Import every family module once (each registers itself). A plain flag, not a cache wrapper: the lookups run
+    inside compiled steps, where a global's value is a guard torch.compile traces through without a graph break."""
+    global _families_loaded
+    if not _families_loaded:
+        load_plugins("pipeline.modeling.families")
+        _families_loaded = True
 
 
 def registered_architectures() -> dict[str, Architecture]:
