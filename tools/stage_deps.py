@@ -98,7 +98,8 @@ def main(argv: list[str]) -> int:
     differing = {name: expected for name, (stated, expected) in found.items() if stated != expected}
     params_text = composed_params()
     dvc_text = DVC_FILE.read_text(encoding="utf-8")
-    expected_dvc = with_jtcse_train_params(rewritten(dvc_text, differing), jtcse_train_params(params_text))
+    with_code_deps = rewritten(dvc_text, differing)
+    expected_dvc = with_jtcse_train_params(with_code_deps, jtcse_train_params(params_text))
     stale_params = PARAMS_FILE.read_text(encoding="utf-8") != params_text
     if "--write" in argv:
         DVC_FILE.write_text(expected_dvc, encoding="utf-8")
@@ -109,7 +110,7 @@ def main(argv: list[str]) -> int:
     for name, expected in differing.items():
         stated = found[name][0]
         print(f"{name}: missing {sorted(set(expected) - set(stated))}, stale {sorted(set(stated) - set(expected))}")
-    stale = [*differing, *(["jtcse params"] if expected_dvc != rewritten(dvc_text, differing) else []),
+    stale = [*differing, *(["jtcse params"] if expected_dvc != with_code_deps else []),
              *(["params.yaml"] if stale_params else [])]
     if stale:
         print(f"stale: {', '.join(stale)}; fix: python -m tools.stage_deps --write")
